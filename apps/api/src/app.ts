@@ -1,0 +1,45 @@
+import express, { Router, type Express } from 'express';
+import type { Config, Db, Logger, Queues, Redis } from '@svc/core';
+import { authenticate, rateLimit } from './auth/authenticate.js';
+import { KeyUsageTracker } from './auth/key-usage-tracker.js';
+import { healthRoutes } from './health/health.routes.js';
+import { errorHandler, notFound } from './http/error-handler.js';
+import { requestContext } from './http/request-context.js';
+import { SlidingWindowLimiter } from './rate-limit/sliding-window-limiter.js';
+import { sitesRoutes } from './sites/sites.routes.js';
+import { webhooksRoutes } from './webhooks/webhooks.routes.js';
+
+export interface AppDeps {
+  config: Pick<Config, 'rateLimitPerMinute' | 'webhookTimeoutMs' | 'queuePrefix'>;
+  db: Db;
+  /** A fast-failing connection (createRedis(url, 'fast-fail')): the limiter must not wait on an outage. */
+  redis: Redis;
+  queues: Pick<Queues, 'delivery'>;
+  logger: Logger;
+}
+
+/** Builds the API; it never listens (main.ts does), so tests drive it with supertest. */
+export function createApp(deps: AppDeps): Express {
+  const limiter = new SlidingWindowLimiter({
+    redis: deps.redis,
+    limit: deps.config.rateLimitPerMinute,
+    keyPrefix: deps.config.queuePrefix,
+    logger: deps.logger,
+  });
+  const usage = new KeyUsageTracker(deps.db, deps.logger);
+
+  const v1 = Router();
+  v1.use(authenticate({ db: deps.db, usage }), rateLimit(limiter));
+  v1.use(sitesRoutes({ db: deps.db }));
+  v1.use(webhooksRoutes({ db: deps.db, queues: deps.queues, webhookTimeoutMs: deps.config.webhookTimeoutMs }));
+
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('etag', false);
+  app.use(requestContext(deps.logger));
+  app.use(healthRoutes({ db: deps.db, redis: deps.redis, limiter }));
+  app.use('/api/v1', v1);
+  app.use(notFound);
+  app.use(errorHandler(deps.logger));
+  return app;
+}

@@ -1,0 +1,68 @@
+import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import {
+  findActiveKey,
+  InsufficientScopeError,
+  InvalidKeyError,
+  RateLimitedError,
+  UnauthorizedError,
+  type AuthenticatedKey,
+  type Db,
+  type Scope,
+} from '@svc/core';
+import type { SlidingWindowLimiter } from '../rate-limit/sliding-window-limiter.js';
+import type { KeyUsageTracker } from './key-usage-tracker.js';
+
+const BEARER = /^Bearer +([\x21-\x7e]+)$/i;
+/** Real keys are about 41 characters; anything far longer is not a key and is not hashed or looked up. */
+const MAX_KEY_LENGTH = 256;
+
+/** The key that authenticated this request (set by `authenticate`). */
+export function authOf(res: Response): AuthenticatedKey {
+  const auth = res.locals.auth as AuthenticatedKey | undefined;
+  if (!auth) throw new Error('route mounted without authenticate()');
+  return auth;
+}
+
+/** Spec §5, §7: bearer key → 401 unauthorized (missing or malformed) or 401 invalid_key. */
+export function authenticate(deps: { db: Db; usage: KeyUsageTracker }): RequestHandler {
+  return async (req: Request, res: Response, next: NextFunction) => {
+    const header = req.get('authorization');
+    if (header === undefined || header.trim() === '') {
+      throw new UnauthorizedError('The Authorization header is missing; send "Authorization: Bearer <API key>".');
+    }
+    const match = BEARER.exec(header.trim());
+    if (!match?.[1]) {
+      throw new UnauthorizedError('The Authorization header is malformed; expected "Bearer <API key>".');
+    }
+    const token = match[1];
+    const key = token.length <= MAX_KEY_LENGTH ? await findActiveKey(deps.db, token) : undefined;
+    if (!key) throw new InvalidKeyError('The API key is unknown, revoked or no longer active.');
+    res.locals.auth = key;
+    deps.usage.noteUse(key);
+    next();
+  };
+}
+
+/** Spec §7, §8: per key, at most the configured number of requests in any 60 s window. */
+export function rateLimit(limiter: SlidingWindowLimiter): RequestHandler {
+  return async (_req: Request, res: Response, next: NextFunction) => {
+    const decision = await limiter.consume(authOf(res).id);
+    res.set({
+      'X-RateLimit-Limit': String(decision.limit),
+      'X-RateLimit-Remaining': String(decision.remaining),
+      'X-RateLimit-Reset': String(Math.ceil(decision.resetAtMs / 1000)),
+    });
+    if (!decision.allowed) {
+      throw new RateLimitedError(`More than ${decision.limit} requests per minute for this API key; retry after 60 seconds.`);
+    }
+    next();
+  };
+}
+
+/** Spec §5.2: a key without the endpoint's scope gets 403 insufficient_scope naming the scope. */
+export function requireScope(scope: Scope): RequestHandler {
+  return (_req: Request, res: Response, next: NextFunction) => {
+    if (!authOf(res).scopes.includes(scope)) throw new InsufficientScopeError(scope);
+    next();
+  };
+}

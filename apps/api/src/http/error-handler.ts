@@ -1,0 +1,61 @@
+import type { ErrorRequestHandler, NextFunction, Request, Response } from 'express';
+import { DomainError, NotFoundError, PayloadTooLargeError, ValidationError, type Logger } from '@svc/core';
+
+/** The one place where handled errors become HTTP statuses (spec §7; docs/api-behaviour.md for the unspecified ones). */
+const STATUS_BY_CODE: Record<string, number> = {
+  unauthorized: 401,
+  invalid_key: 401,
+  insufficient_scope: 403,
+  not_found: 404,
+  rate_limited: 429,
+  invalid_body: 400,
+  invalid_url: 400,
+  invalid_events: 400,
+  payload_too_large: 413,
+};
+
+/** Spec §7, §8: a refused request may try again after this many seconds. */
+const RETRY_AFTER_SECONDS = '60';
+
+/** Errors raised by Express's body parser carry a `type`; map the client-caused ones. */
+function fromBodyParser(error: unknown): DomainError | undefined {
+  const type = (error as { type?: unknown }).type;
+  if (type === 'entity.too.large') {
+    return new PayloadTooLargeError('The request body is too large.');
+  }
+  if (type === 'entity.parse.failed' || type === 'charset.unsupported' || type === 'encoding.unsupported') {
+    return new ValidationError('invalid_body', 'The request body is not valid JSON.');
+  }
+  return undefined;
+}
+
+/** Unmatched routes: the envelope's not_found. */
+export function notFound(req: Request, _res: Response, next: NextFunction): void {
+  next(new NotFoundError(`No endpoint ${req.method} ${req.path}.`));
+}
+
+/** Maps typed errors to the envelope; everything else is a bare 500 with nothing internal in it. */
+export function errorHandler(logger: Logger): ErrorRequestHandler {
+  return (error: unknown, req: Request, res: Response, next: NextFunction) => {
+    if (res.headersSent) {
+      next(error);
+      return;
+    }
+    const handled = error instanceof DomainError ? error : fromBodyParser(error);
+    const status = handled ? STATUS_BY_CODE[handled.code] : undefined;
+    if (handled && status) {
+      if (handled.code === 'rate_limited') res.set('Retry-After', RETRY_AFTER_SECONDS);
+      if (status === 401) res.set('WWW-Authenticate', 'Bearer');
+      res.status(status).json({ error: { code: handled.code, message: handled.message } });
+      return;
+    }
+    const aborted = (error as { type?: unknown }).type === 'request.aborted';
+    logger.error(aborted ? 'request aborted by client' : 'unexpected error', {
+      requestId: res.locals.requestId,
+      method: req.method,
+      path: req.path,
+      error: error instanceof Error ? { name: error.name, message: error.message, stack: error.stack } : String(error),
+    });
+    res.status(500).type('text/plain').send('Internal Server Error');
+  };
+}

@@ -1,0 +1,47 @@
+import { createServer } from 'node:http';
+import { ConfigError, createDb, createLogger, createQueues, createRedis, loadConfig, type Config } from '@svc/core';
+import { createApp } from './app.js';
+
+let config: Config;
+try {
+  config = loadConfig();
+} catch (error) {
+  console.error(error instanceof ConfigError ? error.message : String(error));
+  process.exit(1);
+}
+
+const logger = createLogger(config.logLevel, { service: 'api' });
+const db = createDb(config.databaseUrl, { poolMax: config.dbPoolMax });
+const redis = createRedis(config.redisUrl, 'fast-fail');
+redis.on('error', () => undefined); // reported by /readyz and the limiter's fallback log, not once per retry
+const queueRedis = createRedis(config.redisUrl, 'fast-fail');
+queueRedis.on('error', () => undefined);
+const queues = createQueues(queueRedis, config.queuePrefix);
+
+const server = createServer(createApp({ config, db, redis, queues, logger }));
+server.keepAliveTimeout = 65_000;
+server.listen(config.port, () => {
+  const address = server.address();
+  logger.info('api listening', { port: typeof address === 'object' && address ? address.port : config.port });
+});
+
+let stopping = false;
+async function stop(signal: string): Promise<void> {
+  if (stopping) return;
+  stopping = true;
+  logger.info('api stopping', { signal });
+  await new Promise<void>((resolve) => {
+    server.close(() => resolve());
+    server.closeIdleConnections();
+  });
+  await queues.close().catch(() => undefined);
+  redis.disconnect();
+  queueRedis.disconnect();
+  await db.destroy();
+  logger.info('api stopped');
+  logger.on('finish', () => process.exit(0));
+  logger.end();
+}
+
+process.on('SIGTERM', () => void stop('SIGTERM'));
+process.on('SIGINT', () => void stop('SIGINT'));

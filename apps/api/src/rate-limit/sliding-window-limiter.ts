@@ -1,0 +1,122 @@
+import { randomBytes } from 'node:crypto';
+import type { Logger, Redis } from '@svc/core';
+
+/** Spec §7, §8: the window the per-key limit counts over. */
+export const RATE_LIMIT_WINDOW_MS = 60_000;
+
+export interface RateLimitDecision {
+  allowed: boolean;
+  limit: number;
+  remaining: number;
+  /** When the oldest request in the window leaves it, freeing a slot (epoch ms). */
+  resetAtMs: number;
+}
+
+/**
+ * An exact sliding window (a log of request times in a sorted set), checked and recorded in one
+ * atomic script on Redis's own clock, so every API process shares one count. Refused requests
+ * are not recorded: a client that waits is let in again once its window has room.
+ */
+const SLIDING_WINDOW_SCRIPT = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local limit = tonumber(ARGV[1])
+local window = tonumber(ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
+local count = redis.call('ZCARD', KEYS[1])
+local allowed = 0
+if count < limit then
+  redis.call('ZADD', KEYS[1], now, now .. ':' .. ARGV[3])
+  count = count + 1
+  allowed = 1
+end
+redis.call('PEXPIRE', KEYS[1], window)
+local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+local reset = now + window
+if oldest[2] then reset = tonumber(oldest[2]) + window end
+return {allowed, count, reset}
+`;
+
+type SlidingWindowRedis = Redis & {
+  slidingWindow(key: string, limit: number, windowMs: number, member: string): Promise<[number, number, number]>;
+};
+
+export interface RateLimiterOptions {
+  redis: Redis;
+  limit: number;
+  keyPrefix: string;
+  logger: Logger;
+  windowMs?: number;
+}
+
+/**
+ * The per-key limiter. When Redis does not answer it falls back to a per-process window (so an
+ * outage never becomes a 5xx for every customer), logs the switch once, and reports it.
+ */
+export class SlidingWindowLimiter {
+  private readonly redis: SlidingWindowRedis;
+  private readonly windowMs: number;
+  private readonly memberPrefix = randomBytes(6).toString('hex');
+  private sequence = 0;
+  private readonly local = new Map<string, number[]>();
+  private degraded = false;
+
+  constructor(private readonly options: RateLimiterOptions) {
+    this.windowMs = options.windowMs ?? RATE_LIMIT_WINDOW_MS;
+    const redis = options.redis as SlidingWindowRedis;
+    if (typeof redis.slidingWindow !== 'function') {
+      redis.defineCommand('slidingWindow', { numberOfKeys: 1, lua: SLIDING_WINDOW_SCRIPT });
+    }
+    this.redis = redis;
+  }
+
+  /** True while decisions are made per process because Redis is unreachable. */
+  get usingLocalFallback(): boolean {
+    return this.degraded;
+  }
+
+  /** Counts one request of `subject` if the window has room. */
+  async consume(subject: string): Promise<RateLimitDecision> {
+    const limit = this.options.limit;
+    try {
+      const member = `${this.memberPrefix}${(this.sequence++).toString(36)}`;
+      const [allowed, count, reset] = await this.redis.slidingWindow(
+        `${this.options.keyPrefix}:rl:${subject}`,
+        limit,
+        this.windowMs,
+        member,
+      );
+      this.markHealthy();
+      return { allowed: allowed === 1, limit, remaining: Math.max(0, limit - count), resetAtMs: Number(reset) };
+    } catch (error) {
+      this.markDegraded(error as Error);
+      return this.consumeLocally(subject);
+    }
+  }
+
+  private consumeLocally(subject: string): RateLimitDecision {
+    const limit = this.options.limit;
+    const now = Date.now();
+    const times = (this.local.get(subject) ?? []).filter((at) => at > now - this.windowMs);
+    const allowed = times.length < limit;
+    if (allowed) times.push(now);
+    this.local.set(subject, times);
+    const oldest = times[0] ?? now;
+    return { allowed, limit, remaining: Math.max(0, limit - times.length), resetAtMs: oldest + this.windowMs };
+  }
+
+  private markDegraded(error: Error): void {
+    if (this.degraded) return;
+    this.degraded = true;
+    this.options.logger.warn('rate limiter falls back to a per-process window: Redis did not answer', {
+      error: error.message,
+    });
+  }
+
+  private markHealthy(): void {
+    if (!this.degraded) return;
+    this.degraded = false;
+    this.local.clear();
+    this.options.logger.info('rate limiter is shared through Redis again');
+  }
+}

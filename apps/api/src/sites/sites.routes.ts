@@ -1,0 +1,33 @@
+import { Router } from 'express';
+import { getSiteDetail, listSites, type Db, type SiteDetail, type SiteSummary } from '@svc/core';
+import { authOf, requireScope } from '../auth/authenticate.js';
+
+function presentSummary(site: SiteSummary) {
+  return { id: site.id, domain: site.domain, name: site.name, status: site.status, createdAt: site.createdAt.toISOString() };
+}
+
+function presentDetail(site: SiteDetail) {
+  return {
+    ...presentSummary(site),
+    latestScan: site.latestScan && {
+      id: site.latestScan.id,
+      score: site.latestScan.score,
+      status: site.latestScan.status,
+      completedAt: site.latestScan.completedAt.toISOString(),
+    },
+  };
+}
+
+/** Spec §4.1, §4.2. */
+export function sitesRoutes(deps: { db: Db }): Router {
+  const router = Router();
+  router.get('/sites', requireScope('read:sites'), async (_req, res) => {
+    const sites = await listSites(deps.db, authOf(res).accountId);
+    res.json({ data: { sites: sites.map(presentSummary) } });
+  });
+  router.get('/sites/:siteId', requireScope('read:sites'), async (req, res) => {
+    const site = await getSiteDetail(deps.db, authOf(res).accountId, String(req.params.siteId));
+    res.json({ data: { site: presentDetail(site) } });
+  });
+  return router;
+}

@@ -1,0 +1,63 @@
+import express, { Router, type NextFunction, type Request, type Response } from 'express';
+import {
+  createSubscription,
+  listSubscriptions,
+  revokeSubscription,
+  ValidationError,
+  type Db,
+  type Queues,
+  type SubscriptionListing,
+} from '@svc/core';
+import { authOf, requireScope } from '../auth/authenticate.js';
+import { parseCreateSubscription } from './webhooks.schemas.js';
+
+/** Bodies past this get 413; a subscription needs well under 1 KB. */
+export const WEBHOOK_BODY_LIMIT = '16kb';
+
+function requireBody(req: Request, _res: Response, next: NextFunction): void {
+  const length = req.get('content-length');
+  const chunked = req.get('transfer-encoding') !== undefined;
+  if (!chunked && (length === undefined || length === '0')) {
+    throw new ValidationError('invalid_body', 'The request body is empty; send a JSON object with url and events.');
+  }
+  next();
+}
+
+/** Clients that forget the Content-Type still get their JSON read; anything else fails as invalid_body. */
+const jsonBody = express.json({ limit: WEBHOOK_BODY_LIMIT, strict: true, type: () => true });
+
+function presentListing(sub: SubscriptionListing) {
+  return {
+    id: sub.id,
+    url: sub.url,
+    events: sub.events,
+    createdAt: sub.createdAt.toISOString(),
+    lastDeliveryAt: sub.lastDeliveryAt ? sub.lastDeliveryAt.toISOString() : null,
+    failureCount: sub.failureCount,
+    status: sub.status,
+  };
+}
+
+/** Spec §4.3–§4.5. */
+export function webhooksRoutes(deps: { db: Db; queues: Pick<Queues, 'delivery'>; webhookTimeoutMs: number }): Router {
+  const router = Router();
+  router.post('/webhooks', requireScope('write:webhooks'), requireBody, jsonBody, async (req, res) => {
+    const input = parseCreateSubscription(req.body);
+    const sub = await createSubscription(deps.db, authOf(res).accountId, input);
+    res.status(201).json({
+      data: {
+        subscription: { id: sub.id, url: sub.url, events: sub.events, secret: sub.secret, createdAt: sub.createdAt.toISOString() },
+      },
+    });
+  });
+  router.get('/webhooks', requireScope('read:webhooks'), async (_req, res) => {
+    const subscriptions = await listSubscriptions(deps.db, authOf(res).accountId);
+    res.json({ data: { subscriptions: subscriptions.map(presentListing) } });
+  });
+  router.delete('/webhooks/:subscriptionId', requireScope('write:webhooks'), async (req, res) => {
+    const id = String(req.params.subscriptionId);
+    await revokeSubscription(deps, authOf(res).accountId, id);
+    res.json({ data: { deleted: true, id } });
+  });
+  return router;
+}

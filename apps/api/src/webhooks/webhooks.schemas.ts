@@ -1,0 +1,64 @@
+import { Ajv } from 'ajv';
+import { EVENT_TYPES, ValidationError, WILDCARD_EVENT } from '@svc/core';
+
+/** Spec §4.3, §8: the longest url a subscription may have. */
+export const WEBHOOK_URL_MAX_LENGTH = 500;
+
+const ajv = new Ajv({ allErrors: false, strict: true });
+
+const isObjectBody = ajv.compile<Record<string, unknown>>({ type: 'object' });
+
+const isUrlShape = ajv.compile<string>({
+  type: 'string',
+  minLength: 'https://'.length + 1,
+  maxLength: WEBHOOK_URL_MAX_LENGTH,
+  pattern: '^[Hh][Tt][Tt][Pp][Ss]://',
+});
+
+const isEventList = ajv.compile<string[]>({
+  type: 'array',
+  minItems: 1,
+  items: { type: 'string', enum: [...EVENT_TYPES, WILDCARD_EVENT] },
+});
+
+export interface CreateSubscriptionInput {
+  url: string;
+  events: string[];
+}
+
+const URL_RULE = `url must be a valid URL starting with https:// and at most ${WEBHOOK_URL_MAX_LENGTH} characters`;
+const EVENTS_RULE = `events must be a non-empty array of ${EVENT_TYPES.join(', ')}, or ["*"] alone`;
+
+function parseUrl(value: unknown): string {
+  if (value === undefined) throw new ValidationError('invalid_url', `url is missing; ${URL_RULE}.`);
+  if (!isUrlShape(value)) throw new ValidationError('invalid_url', `${URL_RULE}.`);
+  let parsed: URL;
+  try {
+    parsed = new URL(value);
+  } catch {
+    throw new ValidationError('invalid_url', `url is not a valid URL; ${URL_RULE}.`);
+  }
+  if (parsed.protocol !== 'https:' || !parsed.hostname || /\s/.test(value)) {
+    throw new ValidationError('invalid_url', `url is not a valid URL; ${URL_RULE}.`);
+  }
+  return value;
+}
+
+function parseEvents(value: unknown): string[] {
+  if (value === undefined) throw new ValidationError('invalid_events', `events is missing; ${EVENTS_RULE}.`);
+  if (!isEventList(value)) throw new ValidationError('invalid_events', `${EVENTS_RULE}.`);
+  const events = [...new Set(value)];
+  if (events.includes(WILDCARD_EVENT) && events.length > 1) {
+    throw new ValidationError('invalid_events', `"*" covers every event and must stand alone; ${EVENTS_RULE}.`);
+  }
+  return events;
+}
+
+/** Validates a POST /api/v1/webhooks body; unknown extra fields are ignored. */
+export function parseCreateSubscription(body: unknown): CreateSubscriptionInput {
+  if (!isObjectBody(body)) {
+    throw new ValidationError('invalid_body', 'The request body must be a JSON object with url and events.');
+  }
+  const fields = body;
+  return { url: parseUrl(Object.hasOwn(fields, 'url') ? fields.url : undefined), events: parseEvents(Object.hasOwn(fields, 'events') ? fields.events : undefined) };
+}

@@ -1,0 +1,115 @@
+/** Every setting of every process, parsed once from the environment at start. */
+export interface Config {
+  readonly databaseUrl: string;
+  readonly redisUrl: string;
+  readonly port: number;
+  readonly logLevel: LogLevel;
+  readonly rateLimitPerMinute: number;
+  readonly webhookTimeoutMs: number;
+  readonly webhookRetryDelaysMs: readonly number[];
+  readonly webhookAllowPrivateTargets: boolean;
+  readonly queuePrefix: string;
+  readonly dispatcherConcurrency: number;
+  readonly perSubscriptionConcurrency: number;
+  readonly sweepIntervalMs: number;
+  readonly dbPoolMax: number;
+}
+
+export type LogLevel = 'error' | 'warn' | 'info' | 'http' | 'verbose' | 'debug' | 'silly';
+const LOG_LEVELS: readonly LogLevel[] = ['error', 'warn', 'info', 'http', 'verbose', 'debug', 'silly'];
+
+/** The number of delays before attempts 2..7 (spec §6.3: 7 attempts in all). */
+export const RETRY_DELAY_COUNT = 6;
+
+/** A configuration value that cannot be used; the message names the variable. */
+export class ConfigError extends Error {
+  constructor(
+    readonly variable: string,
+    reason: string,
+  ) {
+    super(`invalid configuration: ${variable} ${reason}`);
+    this.name = 'ConfigError';
+  }
+}
+
+type Env = Record<string, string | undefined>;
+
+function read(env: Env, name: string, fallback: string): string {
+  const value = env[name];
+  return value === undefined || value.trim() === '' ? fallback : value.trim();
+}
+
+function parseUrl(env: Env, name: string, fallback: string, protocols: string[]): string {
+  const raw = read(env, name, fallback);
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new ConfigError(name, 'is not a parsable URL');
+  }
+  if (!protocols.includes(url.protocol)) {
+    throw new ConfigError(name, `must use ${protocols.join(' or ')} (got ${url.protocol})`);
+  }
+  return raw;
+}
+
+function parseInteger(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const raw = read(env, name, String(fallback));
+  if (!/^\d+$/.test(raw)) throw new ConfigError(name, `must be a whole number (got "${raw}")`);
+  const value = Number(raw);
+  if (value < min || value > max) throw new ConfigError(name, `must be between ${min} and ${max} (got ${value})`);
+  return value;
+}
+
+function parseBoolean(env: Env, name: string, fallback: boolean): boolean {
+  const raw = read(env, name, String(fallback)).toLowerCase();
+  if (['true', '1', 'yes'].includes(raw)) return true;
+  if (['false', '0', 'no'].includes(raw)) return false;
+  throw new ConfigError(name, `must be true or false (got "${raw}")`);
+}
+
+function parseDelays(env: Env, name: string, fallback: string): number[] {
+  const raw = read(env, name, fallback);
+  const parts = raw.split(',').map((part) => part.trim());
+  if (parts.length !== RETRY_DELAY_COUNT) {
+    throw new ConfigError(name, `must list exactly ${RETRY_DELAY_COUNT} comma-separated delays in ms (got ${parts.length})`);
+  }
+  return parts.map((part) => {
+    if (!/^\d+$/.test(part)) throw new ConfigError(name, `has a delay that is not a whole number of ms: "${part}"`);
+    return Number(part);
+  });
+}
+
+/** Parses and freezes the configuration; throws ConfigError naming the first bad variable. */
+export function loadConfig(env: Env = process.env): Config {
+  const level = read(env, 'LOG_LEVEL', 'info').toLowerCase();
+  if (!LOG_LEVELS.includes(level as LogLevel)) {
+    throw new ConfigError('LOG_LEVEL', `must be one of ${LOG_LEVELS.join(', ')} (got "${level}")`);
+  }
+  const config: Config = {
+    databaseUrl: parseUrl(env, 'DATABASE_URL', 'postgres://postgres@127.0.0.1:5432/svc', ['postgres:', 'postgresql:']),
+    redisUrl: parseUrl(env, 'REDIS_URL', 'redis://127.0.0.1:6379', ['redis:', 'rediss:']),
+    port: parseInteger(env, 'PORT', 3000, 0, 65535),
+    logLevel: level as LogLevel,
+    rateLimitPerMinute: parseInteger(env, 'RATE_LIMIT_PER_MINUTE', 60, 1, 1_000_000),
+    webhookTimeoutMs: parseInteger(env, 'WEBHOOK_TIMEOUT_MS', 10_000, 1, 600_000),
+    webhookRetryDelaysMs: Object.freeze(
+      parseDelays(env, 'WEBHOOK_RETRY_DELAYS_MS', '60000,300000,1800000,7200000,43200000,86400000'),
+    ),
+    webhookAllowPrivateTargets: parseBoolean(env, 'WEBHOOK_ALLOW_PRIVATE_TARGETS', false),
+    queuePrefix: parseQueuePrefix(env),
+    dispatcherConcurrency: parseInteger(env, 'DISPATCHER_CONCURRENCY', 100, 1, 10_000),
+    perSubscriptionConcurrency: parseInteger(env, 'DISPATCHER_PER_SUBSCRIPTION_CONCURRENCY', 10, 1, 10_000),
+    sweepIntervalMs: parseInteger(env, 'DISPATCHER_SWEEP_INTERVAL_MS', 5_000, 100, 3_600_000),
+    dbPoolMax: parseInteger(env, 'DB_POOL_MAX', 20, 1, 1_000),
+  };
+  return Object.freeze(config);
+}
+
+function parseQueuePrefix(env: Env): string {
+  const prefix = read(env, 'QUEUE_PREFIX', 'svc');
+  if (!/^[A-Za-z0-9_.-]{1,64}$/.test(prefix)) {
+    throw new ConfigError('QUEUE_PREFIX', 'must be 1-64 letters, digits, "_", "." or "-"');
+  }
+  return prefix;
+}

@@ -1,0 +1,117 @@
+import type { DbOrTx } from '../db/knex.js';
+import { InputError, NotFoundError } from '../errors.js';
+import { newId } from '../ids.js';
+import {
+  generateApiKey,
+  hashApiKey,
+  hashesEqual,
+  isScope,
+  KEY_DISPLAY_LENGTH,
+  parseScopes,
+  serializeScopes,
+  type Scope,
+} from './api-key.js';
+
+export interface ApiKeyListing {
+  id: string;
+  name: string;
+  prefix: string;
+  scopes: Scope[];
+  createdAt: Date;
+  lastUsedAt: Date | null;
+  revokedAt: Date | null;
+}
+
+export interface CreatedApiKey {
+  id: string;
+  key: string;
+  prefix: string;
+  name: string;
+  scopes: Scope[];
+  createdAt: Date;
+}
+
+/** The facts the API needs about the key presented in a request. */
+export interface AuthenticatedKey {
+  id: string;
+  accountId: string;
+  scopes: Scope[];
+  lastUsedAt: Date | null;
+}
+
+/** Creates a key with explicitly granted scopes; returns the full key this one time. */
+export async function createApiKey(
+  db: DbOrTx,
+  accountId: string,
+  input: { name: string; scopes: readonly string[] },
+): Promise<CreatedApiKey> {
+  const name = input.name.trim();
+  if (!name || name.length > 200) throw new InputError('key name must be 1-200 characters');
+  const unknown = input.scopes.filter((scope) => !isScope(scope));
+  if (unknown.length) throw new InputError(`unknown scope(s): ${unknown.join(', ')}`);
+  const scopes = [...new Set(input.scopes)] as Scope[];
+  if (scopes.length === 0) throw new InputError('grant at least one scope');
+  const account = await db('accounts').where({ id: accountId }).first('id');
+  if (!account) throw new NotFoundError(`account ${accountId} does not exist`);
+  const key = generateApiKey();
+  const [row] = await db('api_keys')
+    .insert({
+      id: newId('key'),
+      account_id: accountId,
+      name,
+      key_hash: hashApiKey(key),
+      prefix: key.slice(0, KEY_DISPLAY_LENGTH),
+      scopes: serializeScopes(scopes),
+    })
+    .returning(['id', 'prefix', 'created_at']);
+  return { id: row.id, key, prefix: row.prefix, name, scopes, createdAt: row.created_at };
+}
+
+/** Every key of an account, newest first, without any secret. */
+export async function listApiKeys(db: DbOrTx, accountId: string): Promise<ApiKeyListing[]> {
+  const rows = await db('api_keys')
+    .where({ account_id: accountId })
+    .orderBy([
+      { column: 'created_at', order: 'desc' },
+      { column: 'id', order: 'desc' },
+    ])
+    .select('id', 'name', 'prefix', 'scopes', 'created_at', 'last_used_at', 'revoked_at');
+  return rows.map((row) => ({
+    id: row.id,
+    name: row.name,
+    prefix: row.prefix,
+    scopes: parseScopes(row.scopes),
+    createdAt: row.created_at,
+    lastUsedAt: row.last_used_at,
+    revokedAt: row.revoked_at,
+  }));
+}
+
+/** Revokes a key by its id (an operator action); revoking twice keeps the first time. */
+export async function revokeApiKey(db: DbOrTx, keyId: string): Promise<{ id: string; revokedAt: Date }> {
+  const [row] = await db('api_keys')
+    .where({ id: keyId })
+    .update({ revoked_at: db.raw('COALESCE(revoked_at, now())') })
+    .returning(['id', 'revoked_at']);
+  if (!row) throw new NotFoundError(`key ${keyId} does not exist`);
+  return { id: row.id, revokedAt: row.revoked_at };
+}
+
+/** The active key whose hash matches the presented key, or undefined (unknown or revoked). */
+export async function findActiveKey(db: DbOrTx, presentedKey: string): Promise<AuthenticatedKey | undefined> {
+  const hash = hashApiKey(presentedKey);
+  const row = await db('api_keys')
+    .where({ key_hash: hash })
+    .whereNull('revoked_at')
+    .first('id', 'account_id', 'scopes', 'key_hash', 'last_used_at');
+  if (!row || !hashesEqual(row.key_hash, hash)) return undefined;
+  return { id: row.id, accountId: row.account_id, scopes: parseScopes(row.scopes), lastUsedAt: row.last_used_at };
+}
+
+/** Records that a key was used, at most once a minute per key whatever the number of processes. */
+export async function touchApiKey(db: DbOrTx, keyId: string): Promise<void> {
+  await db('api_keys')
+    .where({ id: keyId })
+    .where((q) => q.whereNull('last_used_at').orWhere('last_used_at', '<', db.raw(`now() - interval '1 minute'`)))
+    .update({ last_used_at: db.fn.now(3) });
+}

@@ -1,0 +1,77 @@
+import { Queue, type ConnectionOptions } from 'bullmq';
+
+/**
+ * The one contract of each queue: its name, its payload (ids only, never a secret or a body)
+ * and how its job ids are made. Producer and consumer import these and nothing else.
+ */
+export const FANOUT_QUEUE = 'fanout';
+export const DELIVERY_QUEUE = 'deliver';
+
+export interface FanoutJob {
+  eventId: string;
+}
+
+export interface DeliveryJob {
+  deliveryId: string;
+  /** The attempt number (1..7) this job makes; a job for an attempt already recorded does nothing. */
+  attempt: number;
+}
+
+/** One fan-out job per event: enqueueing twice is a no-op while the first is stored. */
+export function fanoutJobId(eventId: string): string {
+  return eventId;
+}
+
+/** One job per delivery attempt, so a retry can be queued while the failing attempt's job is still active. */
+export function deliveryJobId(deliveryId: string, attempt: number): string {
+  return `${deliveryId}-${attempt}`;
+}
+
+export interface Queues {
+  fanout: Queue<FanoutJob>;
+  delivery: Queue<DeliveryJob>;
+  close(): Promise<void>;
+}
+
+/** Producer-side handles on both queues. */
+export function createQueues(connection: ConnectionOptions, prefix: string): Queues {
+  const fanout = new Queue<FanoutJob>(FANOUT_QUEUE, { connection, prefix });
+  const delivery = new Queue<DeliveryJob>(DELIVERY_QUEUE, { connection, prefix });
+  return {
+    fanout,
+    delivery,
+    async close() {
+      await Promise.all([fanout.close(), delivery.close()]);
+    },
+  };
+}
+
+/** Enqueues the fan-out of a committed event. */
+export async function enqueueFanout(queues: Pick<Queues, 'fanout'>, eventId: string): Promise<void> {
+  await queues.fanout.add('f', { eventId }, { jobId: fanoutJobId(eventId) });
+}
+
+/** Enqueues delivery attempts; each due at its own time (delay 0 for a first attempt). */
+export async function enqueueDeliveries(
+  queues: Pick<Queues, 'delivery'>,
+  jobs: ReadonlyArray<{ deliveryId: string; attempt: number; delayMs: number }>,
+): Promise<void> {
+  if (jobs.length === 0) return;
+  await queues.delivery.addBulk(
+    jobs.map((job) => ({
+      name: 'd',
+      data: { deliveryId: job.deliveryId, attempt: job.attempt },
+      opts: { jobId: deliveryJobId(job.deliveryId, job.attempt), delay: Math.max(0, Math.ceil(job.delayMs)) },
+    })),
+  );
+}
+
+/** Removes queued attempt jobs (best effort: a job that runs anyway finds its delivery gone or closed). */
+export async function removeDeliveryJobs(
+  queues: Pick<Queues, 'delivery'>,
+  jobs: ReadonlyArray<{ deliveryId: string; attempt: number }>,
+): Promise<void> {
+  await Promise.all(
+    jobs.map((job) => queues.delivery.remove(deliveryJobId(job.deliveryId, job.attempt)).catch(() => 0)),
+  );
+}

@@ -1,0 +1,60 @@
+import { randomBytes } from 'node:crypto';
+import { createAccount } from '../accounts/account.repository.js';
+import { loadConfig, type Config } from '../config.js';
+import type { Db } from '../db/knex.js';
+import { createApiKey } from '../keys/key.repository.js';
+import type { Scope } from '../keys/api-key.js';
+import { createSite } from '../sites/site.repository.js';
+
+/** The test database: never the one `npm start` uses. */
+export const TEST_DATABASE_URL = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/svc_test';
+export const TEST_REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
+
+/** A short random tag, so that each test's rows, keys and queues are its own. */
+export function uniqueTag(): string {
+  return randomBytes(5).toString('hex');
+}
+
+/** The configuration tests run with: test database, a queue prefix of their own, private targets allowed. */
+export function testConfig(overrides: Record<string, string> = {}): Config {
+  return loadConfig({
+    DATABASE_URL: TEST_DATABASE_URL,
+    REDIS_URL: TEST_REDIS_URL,
+    LOG_LEVEL: 'error',
+    WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
+    QUEUE_PREFIX: `test-${uniqueTag()}`,
+    ...overrides,
+  });
+}
+
+export const ALL_SCOPES: Scope[] = ['read:sites', 'read:scans', 'read:ai-monitor', 'read:webhooks', 'write:webhooks'];
+
+/** A new account with one key holding the given scopes. */
+export async function seedAccount(db: Db, scopes: readonly Scope[] = ALL_SCOPES): Promise<{ accountId: string; key: string; keyId: string }> {
+  const account = await createAccount(db, { name: `Test account ${uniqueTag()}` });
+  const created = await createApiKey(db, account.id, { name: 'test key', scopes });
+  return { accountId: account.id, key: created.key, keyId: created.id };
+}
+
+/** Adds a site with a unique domain to an account. */
+export async function seedSite(db: Db, accountId: string, input: { name?: string; status?: string } = {}) {
+  return createSite(db, accountId, { domain: `site-${uniqueTag()}.example.com`, ...input });
+}
+
+/** Polls `check` until it returns a value other than undefined/false, or fails after `timeoutMs`. */
+export async function waitFor<T>(check: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 10_000, what = 'condition'): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let lastError: unknown;
+  for (;;) {
+    try {
+      const value = await check();
+      if (value !== undefined && value !== false) return value as T;
+    } catch (error) {
+      lastError = error;
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${lastError ? `: ${String(lastError)}` : ''}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}

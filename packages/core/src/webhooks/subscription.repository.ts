@@ -1,0 +1,112 @@
+import type { DbOrTx } from '../db/knex.js';
+import { NotFoundError } from '../errors.js';
+import { newId, randomHex } from '../ids.js';
+
+/** Spec §3.2 and §8: a subscription is disabled for good when failureCount reaches this. */
+export const AUTO_DISABLE_THRESHOLD = 100;
+/** Spec §2.4, §8: 64 hexadecimal characters. */
+const SECRET_BYTES = 32;
+
+export type SubscriptionStatus = 'active' | 'disabled';
+
+export interface CreatedSubscription {
+  id: string;
+  url: string;
+  events: string[];
+  secret: string;
+  createdAt: Date;
+}
+
+export interface SubscriptionListing {
+  id: string;
+  url: string;
+  events: string[];
+  status: SubscriptionStatus;
+  createdAt: Date;
+  lastDeliveryAt: Date | null;
+  failureCount: number;
+}
+
+/** Creates a subscription with a fresh CSPRNG secret; the only time the secret leaves the database. */
+export async function createSubscription(
+  db: DbOrTx,
+  accountId: string,
+  input: { url: string; events: readonly string[] },
+): Promise<CreatedSubscription> {
+  const [row] = await db('webhook_subscriptions')
+    .insert({
+      id: newId('wh'),
+      account_id: accountId,
+      url: input.url,
+      events: [...input.events],
+      secret: randomHex(SECRET_BYTES),
+    })
+    .returning(['id', 'url', 'events', 'secret', 'created_at']);
+  return { id: row.id, url: row.url, events: row.events, secret: row.secret, createdAt: row.created_at };
+}
+
+/** Every subscription of the account, newest first, auto-disabled ones included, never the secret. */
+export async function listSubscriptions(db: DbOrTx, accountId: string): Promise<SubscriptionListing[]> {
+  const rows = await db('webhook_subscriptions')
+    .where({ account_id: accountId })
+    .whereIn('status', ['active', 'disabled'])
+    .orderBy([
+      { column: 'created_at', order: 'desc' },
+      { column: 'id', order: 'desc' },
+    ])
+    .select('id', 'url', 'events', 'status', 'created_at', 'last_delivery_at', 'failure_count');
+  return rows.map((row) => ({
+    id: row.id,
+    url: row.url,
+    events: row.events,
+    status: row.status,
+    createdAt: row.created_at,
+    lastDeliveryAt: row.last_delivery_at,
+    failureCount: row.failure_count,
+  }));
+}
+
+/**
+ * First step of a revocation: hides the subscription and stops every new attempt (a claim needs
+ * an active subscription). NotFoundError for another account's id, an unknown id, or one
+ * already being removed.
+ */
+export async function markSubscriptionDeleting(db: DbOrTx, accountId: string, subscriptionId: string): Promise<void> {
+  const [row] = await db('webhook_subscriptions')
+    .where({ id: subscriptionId, account_id: accountId })
+    .whereIn('status', ['active', 'disabled'])
+    .update({ status: 'deleting', deleting_at: db.fn.now(3) })
+    .returning('id');
+  if (!row) throw new NotFoundError('No webhook subscription with this id exists in your account.');
+}
+
+/** True while an attempt of this subscription is on the wire (its delivery holds a lease). */
+export async function hasAttemptInFlight(db: DbOrTx, accountId: string, subscriptionId: string): Promise<boolean> {
+  const row = await db('deliveries as d')
+    .join('webhook_subscriptions as s', 's.id', 'd.subscription_id')
+    .where({ 'd.subscription_id': subscriptionId, 's.account_id': accountId })
+    .where('d.locked_until', '>', db.raw('clock_timestamp()'))
+    .first(db.raw('1 AS one'));
+  return row !== undefined;
+}
+
+/**
+ * Last step of a revocation: removes the subscription with its deliveries and attempts
+ * (spec §3.2), returning the attempts that were still queued so their jobs can be cancelled.
+ */
+export async function deleteSubscriptionRows(
+  db: DbOrTx,
+  accountId: string,
+  subscriptionId: string,
+): Promise<Array<{ deliveryId: string; attempt: number }>> {
+  return (db as DbOrTx).transaction(async (tx) => {
+    const pending = await tx('deliveries')
+      .where({ subscription_id: subscriptionId, status: 'pending' })
+      .select('id', 'attempt_count');
+    await tx('webhook_subscriptions').where({ id: subscriptionId, account_id: accountId }).del();
+    return pending.map((row: { id: string; attempt_count: number }) => ({
+      deliveryId: row.id,
+      attempt: row.attempt_count + 1,
+    }));
+  });
+}
