@@ -39,6 +39,8 @@ async function stop(signal: string): Promise<void> {
   queueRedis.disconnect();
   await db.destroy();
   logger.info('api stopped');
+  // Exit once the last log line is flushed; the timer only guards against a transport that never finishes.
+  setTimeout(() => process.exit(0), 2_000).unref();
   logger.on('finish', () => process.exit(0));
   logger.end();
 }

@@ -1,6 +1,6 @@
 import type { Express } from 'express';
 import { createDb, createLogger, createQueues, createRedis, type Config, type Db, type Queues, type Redis } from '@svc/core';
-import { testConfig } from '@svc/core/testing';
+import { testConfig, waitFor } from '@svc/core/testing';
 import { createApp } from '../src/app.js';
 
 export interface TestApi {
@@ -12,11 +12,14 @@ export interface TestApi {
   close(): Promise<void>;
 }
 
-/** An API process over the real test database and Redis, as main.ts wires it, without a port. */
-export function createTestApi(overrides: Record<string, string> = {}, shared?: { db?: Db }): TestApi {
+/**
+ * An API process over the real test database and Redis, as main.ts wires it, without a port.
+ * A `db` or `redis` passed in `shared` is used instead of a fresh one and stays the caller's to close.
+ */
+export function createTestApi(overrides: Record<string, string> = {}, shared?: { db?: Db; redis?: Redis }): TestApi {
   const config = testConfig(overrides);
   const db = shared?.db ?? createDb(config.databaseUrl, { poolMax: 5 });
-  const redis = createRedis(config.redisUrl, 'fast-fail');
+  const redis = shared?.redis ?? createRedis(config.redisUrl, 'fast-fail');
   redis.on('error', () => undefined);
   const queueRedis = createRedis(config.redisUrl, 'bullmq');
   const queues = createQueues(queueRedis, config.queuePrefix);
@@ -31,10 +34,26 @@ export function createTestApi(overrides: Record<string, string> = {}, shared?: {
     async close() {
       await queues.close();
       queueRedis.disconnect();
-      redis.disconnect();
+      if (!shared?.redis) redis.disconnect();
       if (!shared?.db) await db.destroy();
     },
   };
+}
+
+/** A limiter connection to a port where no Redis listens: every command fails at once, as in an outage. */
+export function createUnreachableRedis(): Redis {
+  const redis = createRedis('redis://127.0.0.1:1', 'fast-fail');
+  redis.on('error', () => undefined);
+  return redis;
+}
+
+/**
+ * Waits until no query is running or waiting on the pool: the API's fire-and-forget writes
+ * (the key's last-used time) have then either happened or were never made.
+ */
+export async function waitForIdlePool(db: Db): Promise<void> {
+  const pool = (db.client as { pool: { numUsed(): number; numPendingAcquires(): number; numPendingCreates(): number } }).pool;
+  await waitFor(() => pool.numUsed() === 0 && pool.numPendingAcquires() === 0 && pool.numPendingCreates() === 0, 5_000, 'an idle pool');
 }
 
 export const bearer = (key: string) => ({ Authorization: `Bearer ${key}` });

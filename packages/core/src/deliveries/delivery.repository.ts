@@ -208,7 +208,10 @@ export async function failDeliveryOfDisabledSubscription(db: DbOrTx, deliveryId:
  * Fan-out (idempotent): one delivery per active subscription of the event's account whose
  * events hold its type or `*`, then the first attempt of each still waiting for one.
  */
-export async function fanOutEvent(db: Db, eventId: string): Promise<{ firstAttempts: string[] }> {
+export async function fanOutEvent(
+  db: Db,
+  eventId: string,
+): Promise<{ firstAttempts: Array<{ deliveryId: string; subscriptionId: string }> }> {
   return db.transaction(async (tx) => {
     const event = await tx('events').where({ id: eventId }).first('id', 'account_id', 'type');
     if (!event) return { firstAttempts: [] };
@@ -221,9 +224,16 @@ export async function fanOutEvent(db: Db, eventId: string): Promise<{ firstAttem
        ON CONFLICT (event_id, subscription_id) DO NOTHING`,
       { eventId, accountId: event.account_id, type: event.type },
     );
-    const waiting = await tx('deliveries').where({ event_id: eventId, status: 'pending', attempt_count: 0 }).select('id');
+    const waiting = await tx('deliveries')
+      .where({ event_id: eventId, status: 'pending', attempt_count: 0 })
+      .select('id', 'subscription_id');
     await tx('events').where({ id: eventId }).whereNull('fanned_out_at').update({ fanned_out_at: tx.fn.now(3) });
-    return { firstAttempts: waiting.map((row: { id: string }) => row.id) };
+    return {
+      firstAttempts: waiting.map((row: { id: string; subscription_id: string }) => ({
+        deliveryId: row.id,
+        subscriptionId: row.subscription_id,
+      })),
+    };
   });
 }
 
@@ -232,15 +242,19 @@ export async function findOverdueDeliveries(
   db: DbOrTx,
   overdueForMs: number,
   limit: number,
-): Promise<Array<{ deliveryId: string; attempt: number }>> {
+): Promise<Array<{ deliveryId: string; subscriptionId: string; attempt: number }>> {
   const rows = await db('deliveries')
     .where({ status: 'pending' })
     .where('next_attempt_at', '<=', db.raw('clock_timestamp() - make_interval(secs => ?)', [overdueForMs / 1000]))
     .where((q) => q.whereNull('locked_until').orWhere('locked_until', '<=', db.raw('clock_timestamp()')))
     .orderBy('next_attempt_at')
     .limit(limit)
-    .select('id', 'attempt_count');
-  return rows.map((row: { id: string; attempt_count: number }) => ({ deliveryId: row.id, attempt: row.attempt_count + 1 }));
+    .select('id', 'subscription_id', 'attempt_count');
+  return rows.map((row: { id: string; subscription_id: string; attempt_count: number }) => ({
+    deliveryId: row.id,
+    subscriptionId: row.subscription_id,
+    attempt: row.attempt_count + 1,
+  }));
 }
 
 /** Finishes revocations whose API process died between hiding and deleting the subscription. */

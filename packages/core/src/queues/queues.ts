@@ -13,6 +13,8 @@ export interface FanoutJob {
 
 export interface DeliveryJob {
   deliveryId: string;
+  /** Lets a dispatcher cap the attempts in flight per subscription before touching the database. */
+  subscriptionId: string;
   /** The attempt number (1..7) this job makes; a job for an attempt already recorded does nothing. */
   attempt: number;
 }
@@ -54,13 +56,13 @@ export async function enqueueFanout(queues: Pick<Queues, 'fanout'>, eventId: str
 /** Enqueues delivery attempts; each due at its own time (delay 0 for a first attempt). */
 export async function enqueueDeliveries(
   queues: Pick<Queues, 'delivery'>,
-  jobs: ReadonlyArray<{ deliveryId: string; attempt: number; delayMs: number }>,
+  jobs: ReadonlyArray<DeliveryJob & { delayMs: number }>,
 ): Promise<void> {
   if (jobs.length === 0) return;
   await queues.delivery.addBulk(
     jobs.map((job) => ({
       name: 'd',
-      data: { deliveryId: job.deliveryId, attempt: job.attempt },
+      data: { deliveryId: job.deliveryId, subscriptionId: job.subscriptionId, attempt: job.attempt },
       opts: { jobId: deliveryJobId(job.deliveryId, job.attempt), delay: Math.max(0, Math.ceil(job.delayMs)) },
     })),
   );

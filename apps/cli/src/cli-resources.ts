@@ -1,0 +1,100 @@
+import {
+  createDb,
+  createQueues,
+  createRedis,
+  loadConfig,
+  type Config,
+  type Db,
+  type Logger,
+  type ProducerDeps,
+  type Queues,
+  type Redis,
+} from '@svc/core';
+import type { TextSink } from './cli-io.js';
+
+export type Env = Record<string, string | undefined>;
+
+/** One CLI run opens a single connection to each store it touches. */
+const CLI_DB_POOL_MAX = 2;
+
+/**
+ * The configuration and connections of one run, each opened on first use so that a command
+ * opens only what it needs, and all closed by `close()` so the process can end by itself.
+ */
+export class CliResources {
+  private loadedConfig: Config | undefined;
+  private openDb: Db | undefined;
+  private openRedis: Redis | undefined;
+  private openQueues: Queues | undefined;
+
+  constructor(
+    private readonly env: Env | undefined,
+    private readonly stderr: TextSink,
+  ) {}
+
+  /** The configuration, parsed once; throws ConfigError naming the first bad variable. */
+  config(): Config {
+    this.loadedConfig ??= this.env === undefined ? loadConfig() : loadConfig(this.env);
+    return this.loadedConfig;
+  }
+
+  /** The configuration if it was loaded in this run, without loading it. */
+  configIfLoaded(): Config | undefined {
+    return this.loadedConfig;
+  }
+
+  db(): Db {
+    this.openDb ??= createDb(this.config().databaseUrl, { poolMax: CLI_DB_POOL_MAX });
+    return this.openDb;
+  }
+
+  /** What the event producers of core need: the database, the fan-out queue and a logger. */
+  producerDeps(): ProducerDeps {
+    return { db: this.db(), queues: this.queues(), logger: this.stderrLogger() };
+  }
+
+  private queues(): Queues {
+    if (!this.openQueues) {
+      const config = this.config();
+      const redis = createRedis(config.redisUrl, 'fast-fail');
+      // A one-shot command has nothing to wait for: on the first connection error it stops
+      // reconnecting, so a pending enqueue fails at once and the producer falls back on the
+      // dispatcher's sweep (the event is already committed) instead of hanging.
+      redis.on('error', () => redis.disconnect());
+      this.openRedis = redis;
+      this.openQueues = createQueues(redis, config.queuePrefix);
+      // The producer reports a failed enqueue through its logger; these would repeat it as stack traces.
+      this.openQueues.fanout.on('error', () => undefined);
+      this.openQueues.delivery.on('error', () => undefined);
+    }
+    return this.openQueues;
+  }
+
+  /**
+   * Producers log a failed enqueue. stdout carries the command's result (one JSON object with
+   * `--json`), so these log lines go to stderr as JSON lines. Producers only call `warn`.
+   */
+  private stderrLogger(): Logger {
+    const quiet = this.config().logLevel === 'error';
+    const write = (level: string) => (message: string, meta: Record<string, unknown> = {}) => {
+      if (!quiet) this.stderr.write(`${JSON.stringify({ level, message, service: 'svc', ...meta })}\n`);
+    };
+    return { warn: write('warn'), error: write('error') } as unknown as Logger;
+  }
+
+  /** Closes whatever was opened, queues before their Redis connection; safe to call twice. */
+  async close(): Promise<void> {
+    const queues = this.openQueues;
+    const redis = this.openRedis;
+    const db = this.openDb;
+    this.openQueues = undefined;
+    this.openRedis = undefined;
+    this.openDb = undefined;
+    if (queues) await queues.close().catch(() => undefined);
+    if (redis) {
+      if (redis.status === 'ready') await redis.quit().catch(() => redis.disconnect());
+      else redis.disconnect();
+    }
+    if (db) await db.destroy();
+  }
+}

@@ -1,0 +1,117 @@
+import { Worker } from 'bullmq';
+import {
+  createQueues,
+  createRedis,
+  DELIVERY_QUEUE,
+  FANOUT_QUEUE,
+  type Config,
+  type Db,
+  type DeliveryJob,
+  type FanoutJob,
+  type Logger,
+} from '@svc/core';
+import { WebhookClient } from './http/webhook-client.js';
+import { createDeliverProcessor } from './processors/deliver.processor.js';
+import { createFanoutProcessor } from './processors/fanout.processor.js';
+import { SubscriptionSlots } from './processors/subscription-slots.js';
+import { Sweeper } from './sweeps/sweeper.js';
+
+/** A job whose worker died is handed to another after at most this long. */
+const JOB_LOCK_MS = 15_000;
+const STALLED_CHECK_MS = 5_000;
+const FANOUT_CONCURRENCY = 8;
+
+export interface DispatcherDeps {
+  config: Pick<
+    Config,
+    | 'redisUrl'
+    | 'queuePrefix'
+    | 'webhookTimeoutMs'
+    | 'webhookRetryDelaysMs'
+    | 'webhookAllowPrivateTargets'
+    | 'dispatcherConcurrency'
+    | 'perSubscriptionConcurrency'
+    | 'sweepIntervalMs'
+  >;
+  db: Db;
+  logger: Logger;
+  /** Extra CAs to trust for receivers (tests); operators use NODE_EXTRA_CA_CERTS. */
+  ca?: string | Buffer;
+}
+
+export interface Dispatcher {
+  start(): void;
+  /** Stops taking jobs, lets attempts in flight finish, closes its Redis connections. The db is the caller's. */
+  stop(): Promise<void>;
+}
+
+/** Builds a dispatcher: fan-out and delivery workers plus the sweep. It does nothing until start(). */
+export function createDispatcher(deps: DispatcherDeps): Dispatcher {
+  const { config, db, logger } = deps;
+  const producerRedis = createRedis(config.redisUrl, 'bullmq');
+  const workerRedis = createRedis(config.redisUrl, 'bullmq');
+  for (const connection of [producerRedis, workerRedis]) {
+    connection.on('error', (error: Error) => logger.warn('redis connection error', { error: error.message }));
+  }
+  const queues = createQueues(producerRedis, config.queuePrefix);
+  const client = new WebhookClient({
+    timeoutMs: config.webhookTimeoutMs,
+    allowPrivateTargets: config.webhookAllowPrivateTargets,
+    ...(deps.ca ? { ca: deps.ca } : {}),
+  });
+  const workerOptions = {
+    connection: workerRedis,
+    prefix: config.queuePrefix,
+    autorun: false,
+    removeOnComplete: { count: 0 },
+    removeOnFail: { count: 0 },
+    lockDuration: Math.max(JOB_LOCK_MS, config.webhookTimeoutMs + 5_000),
+    stalledInterval: STALLED_CHECK_MS,
+  };
+  const fanoutWorker = new Worker<FanoutJob>(FANOUT_QUEUE, createFanoutProcessor({ db, queues, logger }), {
+    ...workerOptions,
+    concurrency: FANOUT_CONCURRENCY,
+  });
+  const deliveryWorker = new Worker<DeliveryJob>(
+    DELIVERY_QUEUE,
+    createDeliverProcessor({
+      db,
+      queues,
+      client,
+      slots: new SubscriptionSlots(config.perSubscriptionConcurrency),
+      logger,
+      webhookTimeoutMs: config.webhookTimeoutMs,
+      retryDelaysMs: config.webhookRetryDelaysMs,
+    }),
+    { ...workerOptions, concurrency: config.dispatcherConcurrency },
+  );
+  for (const worker of [fanoutWorker, deliveryWorker]) {
+    worker.on('failed', (job, error) => {
+      logger.warn('job failed; the sweep will re-queue it when due', { queue: worker.name, jobId: job?.id, error: error.message });
+    });
+    worker.on('error', (error) => logger.warn('worker error', { queue: worker.name, error: error.message }));
+  }
+  const sweeper = new Sweeper({ db, queues, logger, webhookTimeoutMs: config.webhookTimeoutMs }, config.sweepIntervalMs);
+
+  let stopped: Promise<void> | undefined;
+  return {
+    start() {
+      void fanoutWorker.run();
+      void deliveryWorker.run();
+      sweeper.start();
+      logger.info('dispatcher started', { concurrency: config.dispatcherConcurrency, prefix: config.queuePrefix });
+    },
+    stop() {
+      stopped ??= (async () => {
+        await sweeper.stop();
+        await Promise.all([fanoutWorker.close(), deliveryWorker.close()]);
+        await queues.close();
+        client.close();
+        producerRedis.disconnect();
+        workerRedis.disconnect();
+        logger.info('dispatcher stopped');
+      })();
+      return stopped;
+    },
+  };
+}

@@ -1,0 +1,59 @@
+import { lookup as dnsLookup, type LookupAddress, type LookupAllOptions, type LookupOneOptions } from 'node:dns';
+import { isIP } from 'node:net';
+import ipaddr from 'ipaddr.js';
+
+/** An attempt refused because its target is not a public address (contract §2, SSRF guard). */
+export class BlockedTargetError extends Error {
+  readonly code = 'ESSRFBLOCKED';
+  constructor(host: string, address?: string) {
+    super(address ? `target ${host} resolves to non-public address ${address}` : `target ${host} is not a public address`);
+    this.name = 'BlockedTargetError';
+  }
+}
+
+/**
+ * True only for ordinary public unicast addresses: loopback, private, link-local, CGNAT,
+ * multicast, unique-local, documentation, mapped and other special ranges are all refused.
+ */
+export function isPublicAddress(address: string): boolean {
+  if (!ipaddr.isValid(address)) return false;
+  let parsed = ipaddr.parse(address);
+  if (parsed.kind() === 'ipv6' && (parsed as ipaddr.IPv6).isIPv4MappedAddress()) {
+    parsed = (parsed as ipaddr.IPv6).toIPv4Address();
+  }
+  return parsed.range() === 'unicast';
+}
+
+/** The URL host without IPv6 brackets. */
+export function bareHost(hostname: string): string {
+  return hostname.startsWith('[') && hostname.endsWith(']') ? hostname.slice(1, -1) : hostname;
+}
+
+/** Refuses a URL whose host is an IP literal that is not public (no DNS lookup happens for those). */
+export function assertLiteralTargetAllowed(url: URL): void {
+  const host = bareHost(url.hostname);
+  if (isIP(host) && !isPublicAddress(host)) throw new BlockedTargetError(host);
+}
+
+type LookupCallback = (error: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void;
+
+/**
+ * A drop-in for dns.lookup used by the socket itself, so the address checked is the address
+ * connected to (no gap for DNS rebinding between a check and the connect).
+ */
+export function guardedLookup(hostname: string, options: LookupOneOptions | LookupAllOptions, callback: LookupCallback): void {
+  dnsLookup(hostname, { ...options, all: true }, (error, addresses) => {
+    if (error) {
+      callback(error, '');
+      return;
+    }
+    const allowed = addresses.filter((entry) => isPublicAddress(entry.address));
+    const first = allowed[0];
+    if (!first) {
+      callback(new BlockedTargetError(hostname, addresses[0]?.address) as unknown as NodeJS.ErrnoException, '');
+      return;
+    }
+    if ((options as LookupAllOptions).all) callback(null, allowed);
+    else callback(null, first.address, first.family);
+  });
+}

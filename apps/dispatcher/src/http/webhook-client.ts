@@ -1,0 +1,150 @@
+import { Agent } from 'node:https';
+import { rootCertificates } from 'node:tls';
+import got, { type RequestError } from 'got';
+import { signBody, type ClaimedAttempt, type AttemptOutcome } from '@svc/core';
+import { assertLiteralTargetAllowed, BlockedTargetError, guardedLookup } from './ssrf-guard.js';
+
+/** Spec §6.2. */
+export const USER_AGENT = 'Service-Webhooks/1.0';
+/** How much of a response the delivery log keeps. */
+export const RESPONSE_EXCERPT_BYTES = 512;
+/** How much of a response is read at all before the connection is dropped. */
+const RESPONSE_READ_LIMIT_BYTES = 64 * 1024;
+
+export interface WebhookClientOptions {
+  timeoutMs: number;
+  allowPrivateTargets: boolean;
+  /** Extra trusted CAs beyond Node's (tests; operators use NODE_EXTRA_CA_CERTS). */
+  ca?: string | Buffer | Array<string | Buffer>;
+  maxSocketsPerHost?: number;
+}
+
+/**
+ * Sends one signed attempt with got: the stored body bytes, the spec's headers, one timeout
+ * for the whole exchange, no retries and no redirects (a 3xx fails the attempt).
+ */
+export class WebhookClient {
+  private readonly agent: Agent;
+
+  constructor(private readonly options: WebhookClientOptions) {
+    this.agent = new Agent({
+      keepAlive: true,
+      maxSockets: options.maxSocketsPerHost ?? 64,
+      maxFreeSockets: 16,
+      scheduling: 'lifo',
+      ...(options.ca ? { ca: withSystemRoots(options.ca) } : {}),
+    });
+  }
+
+  /** Performs the attempt and describes what happened; it never throws. */
+  async send(attempt: ClaimedAttempt): Promise<AttemptOutcome> {
+    const startedAt = new Date();
+    const started = performance.now();
+    const finish = (fields: Pick<AttemptOutcome, 'statusCode' | 'error' | 'responseExcerpt'>): AttemptOutcome => {
+      const ok = fields.error === null && fields.statusCode !== null && fields.statusCode >= 200 && fields.statusCode < 300;
+      return { startedAt, durationMs: performance.now() - started, ok, ...fields };
+    };
+    try {
+      const url = new URL(attempt.url);
+      if (!this.options.allowPrivateTargets) assertLiteralTargetAllowed(url);
+      const { statusCode, excerpt } = await this.post(url, attempt);
+      const error = statusCode >= 200 && statusCode < 300 ? null : describeStatus(statusCode);
+      return finish({ statusCode, error, responseExcerpt: excerpt });
+    } catch (error) {
+      return finish({ statusCode: null, error: describeError(error), responseExcerpt: null });
+    }
+  }
+
+  /** Closes pooled sockets. */
+  close(): void {
+    this.agent.destroy();
+  }
+
+  private post(url: URL, attempt: ClaimedAttempt): Promise<{ statusCode: number; excerpt: string }> {
+    const body = Buffer.from(attempt.body, 'utf8');
+    const stream = got.stream.post(url, {
+      body,
+      headers: {
+        'content-type': 'application/json',
+        'user-agent': USER_AGENT,
+        'x-service-signature': signBody(body, attempt.secret),
+        'x-service-event': attempt.eventType,
+        'x-service-delivery-id': attempt.deliveryId,
+      },
+      agent: { https: this.agent },
+      http2: false,
+      followRedirect: false,
+      throwHttpErrors: false,
+      decompress: false,
+      retry: { limit: 0 },
+      timeout: { request: this.options.timeoutMs },
+      ...(this.options.allowPrivateTargets ? {} : { dnsLookup: guardedLookup as never }),
+    });
+    return new Promise((resolve, reject) => {
+      let statusCode: number | undefined;
+      const chunks: Buffer[] = [];
+      let kept = 0;
+      let read = 0;
+      const done = () => {
+        if (statusCode === undefined) return;
+        resolve({ statusCode, excerpt: Buffer.concat(chunks).toString('utf8') });
+        stream.destroy();
+      };
+      stream.on('response', (response: { statusCode: number }) => {
+        statusCode = response.statusCode;
+      });
+      stream.on('data', (chunk: Buffer) => {
+        read += chunk.length;
+        if (kept < RESPONSE_EXCERPT_BYTES) {
+          const slice = chunk.subarray(0, RESPONSE_EXCERPT_BYTES - kept);
+          chunks.push(slice);
+          kept += slice.length;
+        }
+        if (read >= RESPONSE_READ_LIMIT_BYTES) done();
+      });
+      stream.on('end', done);
+      stream.on('error', (error: Error) => {
+        // A status already received is the receiver's answer, even if the body then breaks off.
+        if (statusCode !== undefined) done();
+        else reject(error);
+      });
+    });
+  }
+}
+
+function withSystemRoots(ca: string | Buffer | Array<string | Buffer>): Array<string | Buffer> {
+  // Passing `ca` replaces Node's bundled roots; keep them so public receivers still verify.
+  return [...rootCertificates, ...(Array.isArray(ca) ? ca : [ca])];
+}
+
+function describeStatus(statusCode: number): string {
+  if (statusCode >= 300 && statusCode < 400) return `redirect ${statusCode} not followed`;
+  return `HTTP ${statusCode}`;
+}
+
+/** A short, stable description of why an attempt failed, for the delivery log. */
+export function describeError(error: unknown): string {
+  if (error instanceof BlockedTargetError) return `blocked: ${error.message}`;
+  const cause = (error as RequestError).cause as (Error & { code?: string }) | undefined;
+  if (cause instanceof BlockedTargetError) return `blocked: ${cause.message}`;
+  const code = (error as { code?: string }).code ?? cause?.code;
+  switch (code) {
+    case 'ETIMEDOUT':
+      return 'timeout';
+    case 'ECONNREFUSED':
+      return 'connection refused';
+    case 'ECONNRESET':
+    case 'EPIPE':
+      return 'connection reset';
+    case 'ENOTFOUND':
+    case 'EAI_AGAIN':
+      return 'host not found';
+    case 'ESSRFBLOCKED':
+      return `blocked: ${(error as Error).message}`;
+    default:
+      break;
+  }
+  if (code && /^(ERR_TLS|CERT_|UNABLE_TO|DEPTH_ZERO|SELF_SIGNED|ERR_SSL|HOSTNAME_MISMATCH)/.test(code)) return `tls error: ${code}`;
+  if ((error as Error).name === 'TimeoutError') return 'timeout';
+  return `${code ?? 'error'}: ${(error as Error).message}`.slice(0, 300);
+}

@@ -1,0 +1,31 @@
+import { ConfigError, createDb, createLogger, loadConfig, type Config } from '@svc/core';
+import { createDispatcher } from './dispatcher.js';
+
+let config: Config;
+try {
+  config = loadConfig();
+} catch (error) {
+  console.error(error instanceof ConfigError ? error.message : String(error));
+  process.exit(1);
+}
+
+const logger = createLogger(config.logLevel, { service: 'dispatcher' });
+const db = createDb(config.databaseUrl, { poolMax: config.dbPoolMax });
+const dispatcher = createDispatcher({ config, db, logger });
+dispatcher.start();
+
+let stopping = false;
+async function stop(signal: string): Promise<void> {
+  if (stopping) return;
+  stopping = true;
+  logger.info('dispatcher stopping: finishing attempts in flight', { signal });
+  await dispatcher.stop();
+  await db.destroy();
+  // Exit once the last log line is flushed; the timer only guards against a transport that never finishes.
+  setTimeout(() => process.exit(0), 2_000).unref();
+  logger.on('finish', () => process.exit(0));
+  logger.end();
+}
+
+process.on('SIGTERM', () => void stop('SIGTERM'));
+process.on('SIGINT', () => void stop('SIGINT'));

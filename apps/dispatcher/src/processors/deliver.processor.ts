@@ -1,0 +1,98 @@
+import { DelayedError, type Job } from 'bullmq';
+import {
+  claimAttempt,
+  enqueueDeliveries,
+  failDeliveryOfDisabledSubscription,
+  MAX_ATTEMPTS,
+  recordAttempt,
+  removeDeliveryJobs,
+  type Db,
+  type DeliveryJob,
+  type Logger,
+  type Queues,
+} from '@svc/core';
+import type { WebhookClient } from '../http/webhook-client.js';
+import type { SubscriptionSlots } from './subscription-slots.js';
+
+/** How long to put back a job whose subscription has no free slot in this process. */
+const SLOT_BUSY_DELAY_MS = 200;
+/** Added to the delivery timeout for the lease: the time to record the attempt after the POST. */
+const LEASE_MARGIN_MS = 5_000;
+
+export interface DeliverDeps {
+  db: Db;
+  queues: Pick<Queues, 'delivery'>;
+  client: WebhookClient;
+  slots: SubscriptionSlots;
+  logger: Logger;
+  webhookTimeoutMs: number;
+  retryDelaysMs: readonly number[];
+}
+
+function isDeliveryJob(data: unknown): data is DeliveryJob {
+  const job = data as Partial<DeliveryJob> | null;
+  return (
+    typeof job?.deliveryId === 'string' &&
+    typeof job.subscriptionId === 'string' &&
+    Number.isInteger(job.attempt) &&
+    (job.attempt as number) >= 1 &&
+    (job.attempt as number) <= MAX_ATTEMPTS
+  );
+}
+
+async function putBack(job: Job, token: string | undefined, inMs: number): Promise<never> {
+  await job.moveToDelayed(Date.now() + Math.ceil(inMs), token);
+  throw new DelayedError();
+}
+
+/**
+ * One attempt of one delivery: claim it in Postgres (due, next in line, nobody else sending,
+ * subscription active), POST it, record the outcome, and queue the next attempt if one is due.
+ * Running it twice for the same attempt sends at most once.
+ */
+export function createDeliverProcessor(deps: DeliverDeps) {
+  return async (job: Job<DeliveryJob>, token?: string): Promise<void> => {
+    if (!isDeliveryJob(job.data)) {
+      deps.logger.error('delivery job with malformed data dropped', { jobId: job.id });
+      return;
+    }
+    const { deliveryId, subscriptionId, attempt } = job.data;
+    if (!deps.slots.tryAcquire(subscriptionId)) {
+      await putBack(job, token, SLOT_BUSY_DELAY_MS + Math.random() * SLOT_BUSY_DELAY_MS);
+    }
+    try {
+      const claim = await claimAttempt(deps.db, deliveryId, attempt, deps.webhookTimeoutMs + LEASE_MARGIN_MS);
+      if (!claim.claimed) {
+        const { refusal } = claim;
+        if (refusal.reason === 'not-due' || refusal.reason === 'in-flight-elsewhere') {
+          await putBack(job, token, refusal.retryInMs);
+        }
+        if (refusal.reason === 'subscription-disabled') await failDeliveryOfDisabledSubscription(deps.db, deliveryId);
+        return;
+      }
+      const outcome = await deps.client.send(claim.attempt);
+      const result = await recordAttempt(deps.db, claim.attempt, outcome, deps.retryDelaysMs);
+      deps.logger.info(outcome.ok ? 'delivery attempt succeeded' : 'delivery attempt failed', {
+        deliveryId,
+        subscriptionId,
+        attempt,
+        status: outcome.statusCode,
+        error: outcome.error,
+        durationMs: Math.round(outcome.durationMs),
+        result: result.kind,
+      });
+      if (result.kind === 'retry') {
+        await enqueueDeliveries(deps.queues, [
+          { deliveryId, subscriptionId, attempt: result.nextAttempt, delayMs: result.delayMs },
+        ]).catch((error: Error) => {
+          deps.logger.warn('retry enqueue failed; the sweep will queue it when due', { deliveryId, error: error.message });
+        });
+      } else if (result.kind === 'failed' && result.disabledSubscription) {
+        deps.logger.warn('subscription auto-disabled after repeated permanent failures', { subscriptionId });
+        await removeDeliveryJobs(deps.queues, result.cancelled).catch(() => undefined);
+      }
+    } finally {
+      deps.slots.release(subscriptionId);
+    }
+  };
+}

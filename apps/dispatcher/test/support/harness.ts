@@ -1,0 +1,99 @@
+import {
+  createDb,
+  createLogger,
+  createQueues,
+  createRedis,
+  createSite,
+  createSubscription,
+  startScan,
+  type Config,
+  type Db,
+  type Queues,
+  type Redis,
+} from '@svc/core';
+import { seedAccount, testConfig, uniqueTag } from '@svc/core/testing';
+import { createDispatcher, type Dispatcher } from '../../src/dispatcher.js';
+import { makeCertificate, Receiver, type TestCertificate } from './receiver.js';
+
+/** Short retry delays and timeout so a whole 7-attempt schedule takes well under a second or two. */
+export const FAST_DELAYS = '40,40,40,40,40,40';
+
+export interface Harness {
+  config: Config;
+  db: Db;
+  redis: Redis;
+  queues: Queues;
+  receiver: Receiver;
+  certificate: TestCertificate;
+  dispatchers: Dispatcher[];
+  startDispatcher(overrides?: Record<string, string>, options?: { trustReceiver?: boolean }): Dispatcher;
+  close(): Promise<void>;
+}
+
+/** Real Postgres, Redis (a queue prefix of its own), an HTTPS receiver and dispatchers started on demand. */
+export async function createHarness(overrides: Record<string, string> = {}): Promise<Harness> {
+  const config = testConfig({
+    WEBHOOK_RETRY_DELAYS_MS: FAST_DELAYS,
+    WEBHOOK_TIMEOUT_MS: '2000',
+    DISPATCHER_SWEEP_INTERVAL_MS: '250',
+    ...overrides,
+  });
+  const db = createDb(config.databaseUrl, { poolMax: 20 });
+  const redis = createRedis(config.redisUrl, 'bullmq');
+  const queues = createQueues(redis, config.queuePrefix);
+  const certificate = makeCertificate();
+  const receiver = await new Receiver(certificate).start();
+  const logger = createLogger('error', { silent: true });
+  const dispatchers: Dispatcher[] = [];
+  return {
+    config,
+    db,
+    redis,
+    queues,
+    receiver,
+    certificate,
+    dispatchers,
+    startDispatcher(more = {}, options = {}) {
+      const dispatcherConfig = testConfig({ ...overridesOf(config), ...more, QUEUE_PREFIX: config.queuePrefix });
+      const dispatcher = createDispatcher({
+        config: dispatcherConfig,
+        db,
+        logger,
+        ...(options.trustReceiver === false ? {} : { ca: certificate.cert }),
+      });
+      dispatcher.start();
+      dispatchers.push(dispatcher);
+      return dispatcher;
+    },
+    async close() {
+      await Promise.all(dispatchers.map((dispatcher) => dispatcher.stop()));
+      await receiver.close();
+      await queues.close();
+      redis.disconnect();
+      await db.destroy();
+      certificate.cleanup();
+    },
+  };
+}
+
+function overridesOf(config: Config): Record<string, string> {
+  return {
+    WEBHOOK_RETRY_DELAYS_MS: config.webhookRetryDelaysMs.join(','),
+    WEBHOOK_TIMEOUT_MS: String(config.webhookTimeoutMs),
+    DISPATCHER_SWEEP_INTERVAL_MS: String(config.sweepIntervalMs),
+    WEBHOOK_ALLOW_PRIVATE_TARGETS: String(config.webhookAllowPrivateTargets),
+  };
+}
+
+/** An account with one site and a running scan factory, plus a subscription helper. */
+export async function seedTenant(h: Harness) {
+  const { accountId } = await seedAccount(h.db, ['read:sites']);
+  const site = await createSite(h.db, accountId, { domain: `www.Tenant-${uniqueTag()}.example/` });
+  return {
+    accountId,
+    site,
+    subscribe: (path: string, events: string[] = ['*']) =>
+      createSubscription(h.db, accountId, { url: h.receiver.url(path), events }),
+    newScan: () => startScan(h.db, site.id),
+  };
+}

@@ -1,0 +1,128 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer, type Server } from 'node:https';
+import type { IncomingHttpHeaders } from 'node:http';
+import type { Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+export interface TestCertificate {
+  cert: string;
+  key: string;
+  certPath: string;
+  cleanup(): void;
+}
+
+/** A self-signed certificate for 127.0.0.1 and localhost, made with openssl for this test run. */
+export function makeCertificate(): TestCertificate {
+  const dir = mkdtempSync(join(tmpdir(), 'svc-receiver-'));
+  const certPath = join(dir, 'cert.pem');
+  const keyPath = join(dir, 'key.pem');
+  execFileSync('openssl', [
+    'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes',
+    '-keyout', keyPath, '-out', certPath, '-days', '2', '-subj', '/CN=localhost',
+    '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1',
+  ], { stdio: 'ignore' });
+  return {
+    cert: readFileSync(certPath, 'utf8'),
+    key: readFileSync(keyPath, 'utf8'),
+    certPath,
+    cleanup: () => rmSync(dir, { recursive: true, force: true }),
+  };
+}
+
+export interface ReceivedRequest {
+  path: string;
+  headers: IncomingHttpHeaders;
+  body: Buffer;
+  receivedAt: number;
+}
+
+/**
+ * A real HTTPS receiver. Paths choose its behaviour:
+ * /ok → 200, /fail → 500, /hang → never answers, /slow/<ms> → 200 after <ms>,
+ * /redirect → 302 to /ok, /reset → drops the connection,
+ * /flaky/<n> → 500 for the first n requests of each delivery id, then 200.
+ */
+export class Receiver {
+  readonly requests: ReceivedRequest[] = [];
+  private readonly sockets = new Set<Socket>();
+  private readonly perDelivery = new Map<string, number>();
+  private readonly server: Server;
+  port = 0;
+
+  constructor(certificate: TestCertificate) {
+    this.server = createServer({ cert: certificate.cert, key: certificate.key }, (req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (chunk: Buffer) => chunks.push(chunk));
+      req.on('end', () => {
+        const path = req.url ?? '/';
+        const deliveryId = String(req.headers['x-service-delivery-id'] ?? '');
+        const seen = (this.perDelivery.get(deliveryId) ?? 0) + 1;
+        this.perDelivery.set(deliveryId, seen);
+        const answer = () => this.requests.push({ path, headers: req.headers, body: Buffer.concat(chunks), receivedAt: Date.now() });
+        if (path.startsWith('/hang')) {
+          answer();
+          return;
+        }
+        if (path.startsWith('/reset')) {
+          answer();
+          req.socket.destroy();
+          return;
+        }
+        if (path.startsWith('/redirect')) {
+          answer();
+          res.writeHead(302, { location: `https://127.0.0.1:${this.port}/ok` }).end();
+          return;
+        }
+        if (path.startsWith('/fail')) {
+          answer();
+          res.writeHead(500, { 'content-type': 'text/plain' }).end('receiver failure');
+          return;
+        }
+        const flaky = /^\/flaky\/(\d+)/.exec(path);
+        if (flaky) {
+          answer();
+          const failing = seen <= Number(flaky[1]);
+          res.writeHead(failing ? 503 : 200).end(failing ? 'not yet' : 'ok');
+          return;
+        }
+        const slow = /^\/slow\/(\d+)/.exec(path);
+        if (slow) {
+          setTimeout(() => {
+            answer();
+            res.writeHead(200).end('ok');
+          }, Number(slow[1]));
+          return;
+        }
+        answer();
+        res.writeHead(200, { 'content-type': 'text/plain' }).end('ok');
+      });
+    });
+    this.server.on('connection', (socket: Socket) => {
+      this.sockets.add(socket);
+      socket.on('close', () => this.sockets.delete(socket));
+    });
+  }
+
+  async start(): Promise<this> {
+    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
+    const address = this.server.address();
+    this.port = typeof address === 'object' && address ? address.port : 0;
+    return this;
+  }
+
+  url(path: string, host = '127.0.0.1'): string {
+    return `https://${host}:${this.port}${path}`;
+  }
+
+  /** Requests whose path starts with the prefix. */
+  to(prefix: string): ReceivedRequest[] {
+    return this.requests.filter((request) => request.path.startsWith(prefix));
+  }
+
+  async close(): Promise<void> {
+    for (const socket of this.sockets) socket.destroy();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+}
