@@ -1,0 +1,32 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { TEST_DATABASE_URL, TEST_REDIS_URL } from '@svc/core/testing';
+import type { Harness } from './harness.js';
+
+const MAIN = fileURLToPath(new URL('../../src/main.js', import.meta.url));
+
+/** A real dispatcher process (`npm run start:dispatcher`'s entry) on the harness's database, queues and receiver. */
+export function spawnDispatcher(h: Harness, env: Record<string, string> = {}): { child: ChildProcess; exited: Promise<number | null>; stderr: () => string } {
+  let stderr = '';
+  const child = spawn(process.execPath, [MAIN], {
+    env: {
+      PATH: process.env.PATH ?? '',
+      DATABASE_URL: TEST_DATABASE_URL,
+      REDIS_URL: TEST_REDIS_URL,
+      QUEUE_PREFIX: h.config.queuePrefix,
+      LOG_LEVEL: 'error',
+      WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
+      WEBHOOK_TIMEOUT_MS: String(h.config.webhookTimeoutMs),
+      WEBHOOK_RETRY_DELAYS_MS: h.config.webhookRetryDelaysMs.join(','),
+      DISPATCHER_SWEEP_INTERVAL_MS: String(h.config.sweepIntervalMs),
+      NODE_EXTRA_CA_CERTS: h.certificate.certPath,
+      ...env,
+    },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  child.stderr?.on('data', (chunk: Buffer) => {
+    stderr += chunk.toString('utf8');
+  });
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  return { child, exited, stderr: () => stderr };
+}
