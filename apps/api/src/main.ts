@@ -1,5 +1,14 @@
 import { createServer } from 'node:http';
-import { ConfigError, createDb, createLogger, createQueues, createRedis, loadConfig, type Config } from '@svc/core';
+import {
+  ConfigError,
+  createDb,
+  createLogger,
+  createQueues,
+  createRedis,
+  loadConfig,
+  waitForRedisReady,
+  type Config,
+} from '@svc/core';
 import { createApp } from './app.js';
 
 let config: Config;
@@ -17,6 +26,11 @@ redis.on('error', () => undefined); // reported by /readyz and the limiter's fal
 const queueRedis = createRedis(config.redisUrl, 'fast-fail');
 queueRedis.on('error', () => undefined);
 const queues = createQueues(queueRedis, config.queuePrefix);
+
+// Give Redis a moment so the first requests share the limit instead of starting on the fallback.
+if (!(await waitForRedisReady(redis, 5_000))) {
+  logger.warn('Redis is not answering; starting with the per-process rate limit');
+}
 
 const server = createServer(createApp({ config, db, redis, queues, logger }));
 server.keepAliveTimeout = 65_000;

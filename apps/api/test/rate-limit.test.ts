@@ -3,13 +3,14 @@ import request from 'supertest';
 import { createApiKey, createLogger, createRedis, type Redis } from '@svc/core';
 import { seedAccount, TEST_REDIS_URL, uniqueTag, waitFor } from '@svc/core/testing';
 import { SlidingWindowLimiter } from '../src/rate-limit/sliding-window-limiter.js';
-import { bearer, createTestApi, createUnreachableRedis, type TestApi } from './support.js';
+import { bearer, createTestApi, createUnreachableRedis, whenRedisReady, type TestApi } from './support.js';
 
 const LIMIT = 5;
 let api: TestApi;
 
-beforeAll(() => {
+beforeAll(async () => {
   api = createTestApi({ RATE_LIMIT_PER_MINUTE: String(LIMIT) });
+  await whenRedisReady(api.redis);
 });
 afterAll(async () => {
   await api.close();
@@ -81,7 +82,7 @@ describe('Per-key rate limit', () => {
     for (let i = 0; i < LIMIT + 1; i++) responses.push(await get(api, key));
 
     expect(responses.slice(0, LIMIT).map((res) => res.status)).toEqual(Array(LIMIT).fill(403));
-    expectRateLimited(responses[LIMIT]);
+    expectRateLimited(responses[LIMIT] as request.Response);
     expect(await storedRequestCount(api.config.queuePrefix, keyId)).toBe(LIMIT);
   });
 
@@ -113,6 +114,7 @@ describe('Per-key rate limit', () => {
     const a = createTestApi({ RATE_LIMIT_PER_MINUTE: String(LIMIT), QUEUE_PREFIX: prefix }, { db: api.db });
     const b = createTestApi({ RATE_LIMIT_PER_MINUTE: String(LIMIT), QUEUE_PREFIX: prefix }, { db: api.db });
     try {
+      await Promise.all([whenRedisReady(a.redis), whenRedisReady(b.redis)]);
       const { key, keyId } = await seedAccount(api.db, ['read:webhooks']);
 
       const statuses = [];
@@ -229,9 +231,10 @@ describe('SlidingWindowLimiter on Redis', () => {
   let redis: Redis;
   const logger = createLogger('error', { silent: true });
 
-  beforeAll(() => {
+  beforeAll(async () => {
     redis = createRedis(TEST_REDIS_URL, 'fast-fail');
     redis.on('error', () => undefined);
+    await whenRedisReady(redis);
   });
   afterAll(() => {
     redis.disconnect();

@@ -56,4 +56,19 @@ export async function waitForIdlePool(db: Db): Promise<void> {
   await waitFor(() => pool.numUsed() === 0 && pool.numPendingAcquires() === 0 && pool.numPendingCreates() === 0, 5_000, 'an idle pool');
 }
 
+/**
+ * Resolves once the connection is up. A fast-fail limiter connection that is still connecting
+ * refuses commands, and the limiter then counts in-process: tests of the shared count wait for this.
+ */
+export async function whenRedisReady(redis: Redis): Promise<void> {
+  if (redis.status === 'ready') return;
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`Redis not ready after 5 s (status ${redis.status})`)), 5_000);
+    redis.once('ready', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
+}
+
 export const bearer = (key: string) => ({ Authorization: `Bearer ${key}` });

@@ -18,3 +18,19 @@ export function createRedis(redisUrl: string, role: 'bullmq' | 'fast-fail' | 'de
   }
   return new Redis(redisUrl, options);
 }
+
+/** Resolves true once the connection is ready, false if it is not within the timeout. */
+export function waitForRedisReady(redis: Redis, timeoutMs: number): Promise<boolean> {
+  if (redis.status === 'ready') return Promise.resolve(true);
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => {
+      redis.off('ready', onReady);
+      resolve(false);
+    }, timeoutMs);
+    const onReady = () => {
+      clearTimeout(timer);
+      resolve(true);
+    };
+    redis.once('ready', onReady);
+  });
+}

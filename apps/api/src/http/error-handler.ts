@@ -26,6 +26,22 @@ function fromBodyParser(error: unknown): DomainError | undefined {
   if (type === 'entity.parse.failed' || type === 'charset.unsupported' || type === 'encoding.unsupported') {
     return new ValidationError('invalid_body', 'The request body is not valid JSON.');
   }
+  // A Content-Encoding the body does not match (corrupt or truncated gzip): zlib's error, given status 400 by the parser.
+  const { code, status } = error as { code?: unknown; status?: unknown };
+  if (status === 400 && typeof code === 'string' && code.startsWith('Z_')) {
+    return new ValidationError('invalid_body', 'The request body could not be decompressed.');
+  }
+  return undefined;
+}
+
+/**
+ * The router throws a URIError (status 400) for a path parameter that is not valid
+ * percent-encoding; no resource has such an id, so it is the envelope's not_found, not a 5xx.
+ */
+function fromRouter(error: unknown): DomainError | undefined {
+  if (error instanceof URIError && (error as { status?: unknown }).status === 400) {
+    return new NotFoundError('No resource has this id: the path is not valid percent-encoding.');
+  }
   return undefined;
 }
 
@@ -41,7 +57,7 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
       next(error);
       return;
     }
-    const handled = error instanceof DomainError ? error : fromBodyParser(error);
+    const handled = error instanceof DomainError ? error : (fromBodyParser(error) ?? fromRouter(error));
     const status = handled ? STATUS_BY_CODE[handled.code] : undefined;
     if (handled && status) {
       if (handled.code === 'rate_limited') res.set('Retry-After', RETRY_AFTER_SECONDS);

@@ -1,6 +1,7 @@
 import { Router } from 'express';
 import { getSiteDetail, listSites, type Db, type SiteDetail, type SiteSummary } from '@svc/core';
 import { authOf, requireScope } from '../auth/authenticate.js';
+import { requireIdShape } from '../http/path-params.js';
 
 function presentSummary(site: SiteSummary) {
   return { id: site.id, domain: site.domain, name: site.name, status: site.status, createdAt: site.createdAt.toISOString() };
@@ -25,9 +26,14 @@ export function sitesRoutes(deps: { db: Db }): Router {
     const sites = await listSites(deps.db, authOf(res).accountId);
     res.json({ data: { sites: sites.map(presentSummary) } });
   });
-  router.get('/sites/:siteId', requireScope('read:sites'), async (req, res) => {
-    const site = await getSiteDetail(deps.db, authOf(res).accountId, String(req.params.siteId));
-    res.json({ data: { site: presentDetail(site) } });
-  });
+  router.get(
+    '/sites/:siteId',
+    requireScope('read:sites'),
+    requireIdShape('siteId', 'No site with this id exists in your account.'),
+    async (req, res) => {
+      const site = await getSiteDetail(deps.db, authOf(res).accountId, String(req.params.siteId));
+      res.json({ data: { site: presentDetail(site) } });
+    },
+  );
   return router;
 }

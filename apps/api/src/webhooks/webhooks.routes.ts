@@ -9,6 +9,7 @@ import {
   type SubscriptionListing,
 } from '@svc/core';
 import { authOf, requireScope } from '../auth/authenticate.js';
+import { requireIdShape } from '../http/path-params.js';
 import { parseCreateSubscription } from './webhooks.schemas.js';
 
 /** Bodies past this get 413; a subscription needs well under 1 KB. */
@@ -54,10 +55,15 @@ export function webhooksRoutes(deps: { db: Db; queues: Pick<Queues, 'delivery'>;
     const subscriptions = await listSubscriptions(deps.db, authOf(res).accountId);
     res.json({ data: { subscriptions: subscriptions.map(presentListing) } });
   });
-  router.delete('/webhooks/:subscriptionId', requireScope('write:webhooks'), async (req, res) => {
-    const id = String(req.params.subscriptionId);
-    await revokeSubscription(deps, authOf(res).accountId, id);
-    res.json({ data: { deleted: true, id } });
-  });
+  router.delete(
+    '/webhooks/:subscriptionId',
+    requireScope('write:webhooks'),
+    requireIdShape('subscriptionId', 'No webhook subscription with this id exists in your account.'),
+    async (req, res) => {
+      const id = String(req.params.subscriptionId);
+      await revokeSubscription(deps, authOf(res).accountId, id);
+      res.json({ data: { deleted: true, id } });
+    },
+  );
   return router;
 }

@@ -12,7 +12,8 @@ const isUrlShape = ajv.compile<string>({
   type: 'string',
   minLength: 'https://'.length + 1,
   maxLength: WEBHOOK_URL_MAX_LENGTH,
-  pattern: '^[Hh][Tt][Tt][Pp][Ss]://',
+  // The host must follow the scheme at once: `https:///x` would otherwise parse with host `x`.
+  pattern: '^[Hh][Tt][Tt][Pp][Ss]://[^/\\\\]',
 });
 
 const isEventList = ajv.compile<string[]>({
@@ -38,7 +39,7 @@ function parseUrl(value: unknown): string {
   } catch {
     throw new ValidationError('invalid_url', `url is not a valid URL; ${URL_RULE}.`);
   }
-  if (parsed.protocol !== 'https:' || !parsed.hostname || /\s/.test(value)) {
+  if (parsed.protocol !== 'https:' || !parsed.hostname || /[\s\u0000-\u001f\u007f]/.test(value)) {
     throw new ValidationError('invalid_url', `url is not a valid URL; ${URL_RULE}.`);
   }
   return value;
