@@ -14,7 +14,7 @@ import type { TextSink } from './cli-io.js';
 
 export type Env = Record<string, string | undefined>;
 
-/** One CLI run opens a single connection to each store it touches. */
+/** A command runs one query or one transaction at a time; a second connection is headroom. */
 const CLI_DB_POOL_MAX = 2;
 
 /**
@@ -48,9 +48,22 @@ export class CliResources {
     return this.openDb;
   }
 
-  /** What the event producers of core need: the database, the fan-out queue and a logger. */
+  /**
+   * What the event producers of core need: the database, the fan-out queue and a logger. Redis
+   * is opened only when the producer enqueues, after its transaction committed, so a command
+   * refused by the database never touches Redis.
+   */
   producerDeps(): ProducerDeps {
-    return { db: this.db(), queues: this.queues(), logger: this.stderrLogger() };
+    const openQueues = () => this.queues();
+    return {
+      db: this.db(),
+      queues: {
+        get fanout() {
+          return openQueues().fanout;
+        },
+      },
+      logger: this.stderrLogger(),
+    };
   }
 
   private queues(): Queues {
@@ -74,12 +87,12 @@ export class CliResources {
    * Producers log a failed enqueue. stdout carries the command's result (one JSON object with
    * `--json`), so these log lines go to stderr as JSON lines. Producers only call `warn`.
    */
-  private stderrLogger(): Logger {
+  private stderrLogger(): Pick<Logger, 'warn'> {
     const quiet = this.config().logLevel === 'error';
     const write = (level: string) => (message: string, meta: Record<string, unknown> = {}) => {
       if (!quiet) this.stderr.write(`${JSON.stringify({ level, message, service: 'svc', ...meta })}\n`);
     };
-    return { warn: write('warn'), error: write('error') } as unknown as Logger;
+    return { warn: write('warn') as Logger['warn'] };
   }
 
   /** Closes whatever was opened, queues before their Redis connection; safe to call twice. */
@@ -92,8 +105,9 @@ export class CliResources {
     this.openDb = undefined;
     if (queues) await queues.close().catch(() => undefined);
     if (redis) {
+      // Disconnecting an ended client again would arm ioredis' 2 s stream-destroy timer for nothing.
       if (redis.status === 'ready') await redis.quit().catch(() => redis.disconnect());
-      else redis.disconnect();
+      else if (redis.status !== 'end') redis.disconnect();
     }
     if (db) await db.destroy();
   }

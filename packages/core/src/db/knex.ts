@@ -3,13 +3,23 @@ import knexFactory, { type Knex } from 'knex';
 export type Db = Knex;
 export type DbOrTx = Knex | Knex.Transaction;
 
+type DbLog = (message: string) => void;
+
+/** knex's own warnings go to stderr (or the caller's logger), never to stdout where results go. */
+function knexLog(log: DbLog | undefined) {
+  const write: DbLog = log ?? ((message) => process.stderr.write(`${JSON.stringify({ level: 'warn', message })}\n`));
+  const text = (value: unknown) => (value instanceof Error ? value.message : String(value));
+  return { warn: (m: unknown) => write(text(m)), error: (m: unknown) => write(text(m)), deprecate: (m: unknown) => write(text(m)), debug: () => undefined };
+}
+
 /** A knex pool on PostgreSQL. */
-export function createDb(databaseUrl: string, options: { poolMax?: number } = {}): Db {
+export function createDb(databaseUrl: string, options: { poolMax?: number; log?: DbLog } = {}): Db {
   return knexFactory({
     client: 'pg',
     connection: databaseUrl,
     pool: { min: 0, max: options.poolMax ?? 10 },
     acquireConnectionTimeout: 10_000,
+    log: knexLog(options.log),
   });
 }
 

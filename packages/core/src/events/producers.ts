@@ -11,21 +11,32 @@ import { insertEvent } from './event.repository.js';
 export interface ProducerDeps {
   db: Db;
   queues: Pick<Queues, 'fanout'>;
-  logger?: Logger;
+  logger?: Pick<Logger, 'warn'>;
 }
+
+/** A producer never waits longer than this on Redis: the event is committed and the sweep has it. */
+const ENQUEUE_TIMEOUT_MS = 2_000;
 
 /**
  * After commit, hand the event to the dispatcher. If Redis is away the event is already safe in
  * Postgres, and the dispatcher's sweep fans it out later, so this never fails the producer.
  */
 async function announce(deps: ProducerDeps, eventId: string): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
   try {
-    await enqueueFanout(deps.queues, eventId);
+    await Promise.race([
+      enqueueFanout(deps.queues, eventId),
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`Redis did not accept the job within ${ENQUEUE_TIMEOUT_MS} ms`)), ENQUEUE_TIMEOUT_MS);
+      }),
+    ]);
   } catch (error) {
     deps.logger?.warn('event enqueue failed; the dispatcher sweep will fan it out', {
       eventId,
       error: (error as Error).message,
     });
+  } finally {
+    clearTimeout(timer);
   }
 }
 

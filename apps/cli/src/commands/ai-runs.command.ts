@@ -1,0 +1,35 @@
+import type { Command } from 'commander';
+import { completeAiMonitorRun } from '@svc/core';
+import { parseScore, parseText } from '../options/option-parsers.js';
+import { addLeafCommand, type CommandKit } from './command-kit.js';
+
+/** `svc ai-runs complete --site SITE_ID --score N`: fires ai_check.completed. */
+export function registerAiRunsCommands(program: Command, kit: CommandKit): void {
+  const aiRuns = program.command('ai-runs').description('AI Monitor runs of a site');
+
+  addLeafCommand<{ site: string; score: number }>(
+    aiRuns,
+    kit,
+    {
+      name: 'complete',
+      description: 'record a completed AI Monitor run with its composite score; fires ai_check.completed',
+      configure: (c) =>
+        c
+          .requiredOption('--site <siteId>', 'the site the run scored', parseText)
+          .requiredOption('--score <n>', 'the run’s composite score', parseScore),
+    },
+    async ({ options, resources }) => {
+      const { run, eventId } = await completeAiMonitorRun(resources.producerDeps(), {
+        siteId: options.site,
+        compositeScore: options.score,
+      });
+      return {
+        json: { id: run.id, compositeScore: run.compositeScore, eventId },
+        lines: [
+          `Recorded AI Monitor run ${run.id} of site ${run.siteId} with composite score ${run.compositeScore}`,
+          `  event: ${eventId} (ai_check.completed)`,
+        ],
+      };
+    },
+  );
+}

@@ -1,0 +1,65 @@
+import type { Command } from 'commander';
+import { completeScan, markScanFailed, startScan } from '@svc/core';
+import { isoDate } from '../output/command-result.js';
+import { parseScore, parseText } from '../options/option-parsers.js';
+import { addLeafCommand, type CommandKit } from './command-kit.js';
+
+/** `svc scans start|complete|fail`: a scan's life; only completing it fires an event. */
+export function registerScansCommands(program: Command, kit: CommandKit): void {
+  const scans = program.command('scans').description('scans of a site');
+
+  addLeafCommand<{ site: string }>(
+    scans,
+    kit,
+    {
+      name: 'start',
+      description: 'start a scan of a site',
+      configure: (c) => c.requiredOption('--site <siteId>', 'the site to scan', parseText),
+    },
+    async ({ options, resources }) => {
+      const scan = await startScan(resources.db(), options.site);
+      return {
+        json: { id: scan.id, status: scan.status },
+        lines: [`Started scan ${scan.id} of site ${scan.siteId} (${scan.status})`],
+      };
+    },
+  );
+
+  addLeafCommand<{ score: number }>(
+    scans,
+    kit,
+    {
+      name: 'complete',
+      description: 'complete a running scan with its score; fires scan.completed',
+      configure: (c) =>
+        c.argument('<scanId>', 'the running scan', parseText).requiredOption('--score <n>', 'the scan’s score', parseScore),
+    },
+    async ({ args, options, resources }) => {
+      const { scan, eventId } = await completeScan(resources.producerDeps(), {
+        scanId: args[0] as string,
+        score: options.score,
+      });
+      return {
+        json: { id: scan.id, status: scan.status, score: scan.score, completedAt: isoDate(scan.completedAt), eventId },
+        lines: [`Completed scan ${scan.id} with score ${scan.score}`, `  event: ${eventId} (scan.completed)`],
+      };
+    },
+  );
+
+  addLeafCommand<Record<string, never>>(
+    scans,
+    kit,
+    {
+      name: 'fail',
+      description: 'mark a running scan failed; fires nothing',
+      configure: (c) => c.argument('<scanId>', 'the running scan', parseText),
+    },
+    async ({ args, resources }) => {
+      const scan = await markScanFailed(resources.db(), args[0] as string);
+      return {
+        json: { id: scan.id, status: scan.status },
+        lines: [`Marked scan ${scan.id} failed (no event fired)`],
+      };
+    },
+  );
+}

@@ -1,0 +1,143 @@
+import { afterAll, describe, expect, it } from '@jest/globals';
+import { newId, randomHex } from '@svc/core';
+import { seedAccount, seedSite } from '@svc/core/testing';
+import { openTestDb, runSvc, runSvcJson, testEnv } from './support.js';
+
+const db = openTestDb();
+const env = testEnv();
+afterAll(async () => {
+  await db.destroy();
+});
+
+const MINUTE_MS = 60_000;
+
+/**
+ * A subscription with three deliveries in known states: a delivered one (two attempts), a
+ * failed one (one attempt) and a pending one, created in that order. The subscription is
+ * stored disabled so that no dispatcher of a concurrently running test sends or fans out to it.
+ */
+async function seedDeliveryLog() {
+  const { accountId } = await seedAccount(db);
+  const site = await seedSite(db, accountId);
+  const subscriptionId = newId('wh');
+  await db('webhook_subscriptions').insert({
+    id: subscriptionId,
+    account_id: accountId,
+    url: 'https://receiver.example/hooks',
+    events: ['*'],
+    secret: randomHex(32),
+    status: 'disabled',
+    disabled_at: new Date(),
+  });
+  const scanId = (await runSvcJson<{ id: string }>(['scans', 'start', '--site', site.id], env)).id;
+  const scanEvent = (await runSvcJson<{ eventId: string }>(['scans', 'complete', scanId, '--score', '80'], env)).eventId;
+  const runEvent = (await runSvcJson<{ eventId: string }>(['ai-runs', 'complete', '--site', site.id, '--score', '61'], env)).eventId;
+  const deployEvent = (
+    await runSvcJson<{ eventId: string }>(['power-ups', 'deploy', '--site', site.id, '--power-up', 'pu_1'], env)
+  ).eventId;
+
+  const now = Date.now();
+  const at = (minutesAgo: number) => new Date(now - minutesAgo * MINUTE_MS);
+  const delivered = { id: newId('dlv'), eventId: scanEvent };
+  const failed = { id: newId('dlv'), eventId: runEvent };
+  const pending = { id: newId('dlv'), eventId: deployEvent };
+  const delivery = (id: string, eventId: string, fields: Record<string, unknown>) => ({
+    id,
+    event_id: eventId,
+    subscription_id: subscriptionId,
+    ...fields,
+  });
+  await db('deliveries').insert([
+    delivery(delivered.id, scanEvent, { status: 'delivered', attempt_count: 2, created_at: at(30), finished_at: at(29) }),
+    delivery(failed.id, runEvent, {
+      status: 'failed',
+      attempt_count: 1,
+      created_at: at(20),
+      finished_at: at(20),
+      failure_reason: 'subscription disabled',
+    }),
+    delivery(pending.id, deployEvent, {
+      status: 'pending',
+      attempt_count: 0,
+      created_at: at(10),
+      next_attempt_at: new Date(now + 60 * MINUTE_MS),
+    }),
+  ]);
+  const attempt = (deliveryId: string, n: number, fields: Record<string, unknown>) => ({ delivery_id: deliveryId, n, ...fields });
+  await db('delivery_attempts').insert([
+    attempt(delivered.id, 1, { at: at(30), status_code: 503, error: 'HTTP 503', duration_ms: 120, response_excerpt: 'busy' }),
+    attempt(delivered.id, 2, { at: at(29), status_code: 200, error: null, duration_ms: 45, response_excerpt: 'ok' }),
+    attempt(failed.id, 1, { at: at(20), status_code: null, error: 'timeout', duration_ms: 10_000, response_excerpt: null }),
+  ]);
+  return { subscriptionId, delivered, failed, pending, at, now };
+}
+
+describe('svc deliveries list', () => {
+  it('lists the subscription’s deliveries newest first, each with every attempt', async () => {
+    const { subscriptionId, delivered, failed, pending, at, now } = await seedDeliveryLog();
+
+    const out = await runSvcJson(['deliveries', 'list', '--subscription', subscriptionId], env);
+
+    expect(out).toEqual({
+      deliveries: [
+        {
+          id: pending.id,
+          eventId: pending.eventId,
+          event: 'power_up.deployed',
+          status: 'pending',
+          createdAt: at(10).toISOString(),
+          nextAttemptAt: new Date(now + 60 * MINUTE_MS).toISOString(),
+          failureReason: null,
+          attempts: [],
+        },
+        {
+          id: failed.id,
+          eventId: failed.eventId,
+          event: 'ai_check.completed',
+          status: 'failed',
+          createdAt: at(20).toISOString(),
+          nextAttemptAt: null,
+          failureReason: 'subscription disabled',
+          attempts: [
+            { n: 1, at: at(20).toISOString(), statusCode: null, error: 'timeout', durationMs: 10_000, responseExcerpt: null },
+          ],
+        },
+        {
+          id: delivered.id,
+          eventId: delivered.eventId,
+          event: 'scan.completed',
+          status: 'delivered',
+          createdAt: at(30).toISOString(),
+          nextAttemptAt: null,
+          failureReason: null,
+          attempts: [
+            { n: 1, at: at(30).toISOString(), statusCode: 503, error: 'HTTP 503', durationMs: 120, responseExcerpt: 'busy' },
+            { n: 2, at: at(29).toISOString(), statusCode: 200, error: null, durationMs: 45, responseExcerpt: 'ok' },
+          ],
+        },
+      ],
+    });
+  });
+
+  it('prints one line per delivery and one per attempt for a person', async () => {
+    const { subscriptionId, delivered, failed, pending } = await seedDeliveryLog();
+
+    const run = await runSvc(['deliveries', 'list', '--subscription', subscriptionId], env);
+
+    expect(run.code).toBe(0);
+    expect(run.stdout.trimEnd().split('\n')).toEqual([
+      expect.stringMatching(new RegExp(`^${pending.id} {2}power_up\\.deployed {2}pending {2}event ${pending.eventId} .*next attempt `)),
+      expect.stringMatching(new RegExp(`^${failed.id} {2}ai_check\\.completed {2}failed \\(subscription disabled\\) {2}event `)),
+      expect.stringMatching(/^ {2}#1 \S+ {2}timeout {2}10000 ms$/),
+      expect.stringMatching(new RegExp(`^${delivered.id} {2}scan\\.completed {2}delivered {2}event ${delivered.eventId} `)),
+      expect.stringMatching(/^ {2}#1 \S+ {2}HTTP 503 {2}120 ms$/),
+      expect.stringMatching(/^ {2}#2 \S+ {2}HTTP 200 {2}45 ms$/),
+    ]);
+  });
+
+  it('prints an empty list for a subscription without deliveries', async () => {
+    const out = await runSvcJson(['deliveries', 'list', '--subscription', newId('wh')], env);
+
+    expect(out).toEqual({ deliveries: [] });
+  });
+});

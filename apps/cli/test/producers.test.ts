@@ -1,0 +1,108 @@
+import { afterAll, describe, expect, it } from '@jest/globals';
+import { createQueues, createRedis } from '@svc/core';
+import { seedAccount, seedSite, TEST_REDIS_URL } from '@svc/core/testing';
+import { ISO_8601, openTestDb, runSvc, runSvcJson, testEnv } from './support.js';
+
+const db = openTestDb();
+const env = testEnv();
+const redis = createRedis(TEST_REDIS_URL);
+const queues = createQueues(redis, env.QUEUE_PREFIX as string);
+
+afterAll(async () => {
+  await queues.close();
+  await redis.quit();
+  await db.destroy();
+});
+
+async function newSite(): Promise<{ accountId: string; siteId: string; domain: string }> {
+  const { accountId } = await seedAccount(db);
+  const site = await seedSite(db, accountId);
+  return { accountId, siteId: site.id, domain: site.domain };
+}
+
+describe('svc ai-runs complete', () => {
+  it('records the run with its composite score and an ai_check.completed event, and enqueues its fan-out', async () => {
+    const { accountId, siteId, domain } = await newSite();
+
+    const out = await runSvcJson<{ id: string; compositeScore: number; eventId: string }>(
+      ['ai-runs', 'complete', '--site', siteId, '--score', '72.25'],
+      env,
+    );
+
+    expect(out).toEqual({ id: expect.stringMatching(/^run_/), compositeScore: 72.25, eventId: expect.stringMatching(/^evt_/) });
+    expect(await db('ai_monitor_runs').where({ id: out.id }).first()).toMatchObject({ site_id: siteId, composite_score: 72.25 });
+    const event = await db('events').where({ id: out.eventId }).first('account_id', 'type', 'body');
+    expect(event).toMatchObject({ account_id: accountId, type: 'ai_check.completed' });
+    expect(JSON.parse(event.body as string)).toEqual({
+      event: 'ai_check.completed',
+      timestamp: expect.stringMatching(ISO_8601),
+      data: { runId: out.id, siteId, domain, compositeScore: 72.25 },
+    });
+    expect((await queues.fanout.getJob(out.eventId))?.data).toEqual({ eventId: out.eventId });
+  });
+
+  it('refuses a non-numeric score with exit 2 and records nothing', async () => {
+    const { accountId, siteId } = await newSite();
+
+    const run = await runSvc(['ai-runs', 'complete', '--site', siteId, '--score', 'high'], env);
+
+    expect(run.code).toBe(2);
+    expect(run.stderr).toBe("svc: error: option '--score <n>' argument 'high' is invalid. It must be a number such as 87 or 87.5.\n");
+    expect(await db('ai_monitor_runs').where({ site_id: siteId })).toEqual([]);
+    expect(await db('events').where({ account_id: accountId })).toEqual([]);
+  });
+
+  it('refuses a site that does not exist with exit 2', async () => {
+    const run = await runSvc(['ai-runs', 'complete', '--site', 'site_missing', '--score', '50', '--json'], env);
+
+    expect(run.code).toBe(2);
+    expect(run.stdout).toBe('');
+    expect(run.stderr).toBe('svc: error: site site_missing does not exist\n');
+  });
+});
+
+describe('svc power-ups deploy', () => {
+  it('records the deployment and a power_up.deployed event, and enqueues its fan-out', async () => {
+    const { accountId, siteId } = await newSite();
+
+    const out = await runSvcJson<{ id: string; eventId: string }>(
+      ['power-ups', 'deploy', '--site', siteId, '--power-up', 'pu_schema_markup'],
+      env,
+    );
+
+    expect(out).toEqual({ id: expect.stringMatching(/^dep_/), eventId: expect.stringMatching(/^evt_/) });
+    expect(await db('power_up_deployments').where({ id: out.id }).first()).toMatchObject({
+      site_id: siteId,
+      power_up_id: 'pu_schema_markup',
+    });
+    const event = await db('events').where({ id: out.eventId }).first('account_id', 'type', 'body');
+    expect(event).toMatchObject({ account_id: accountId, type: 'power_up.deployed' });
+    expect(JSON.parse(event.body as string)).toEqual({
+      event: 'power_up.deployed',
+      timestamp: expect.stringMatching(ISO_8601),
+      data: { deploymentId: out.id, siteId, powerUpId: 'pu_schema_markup' },
+    });
+    expect((await queues.fanout.getJob(out.eventId))?.data).toEqual({ eventId: out.eventId });
+  });
+
+  it('prints the deployment and its event for a person', async () => {
+    const { siteId } = await newSite();
+
+    const run = await runSvc(['power-ups', 'deploy', '--site', siteId, '--power-up', 'pu_faq'], env);
+
+    expect(run.code).toBe(0);
+    expect(run.stdout).toMatch(
+      new RegExp(`^Recorded deployment dep_\\w+ of Power-Up pu_faq on site ${siteId}\\n {2}event: evt_\\w+ \\(power_up\\.deployed\\)\\n$`),
+    );
+  });
+
+  it('requires --power-up, naming it, and records nothing', async () => {
+    const { siteId } = await newSite();
+
+    const run = await runSvc(['power-ups', 'deploy', '--site', siteId], env);
+
+    expect(run.code).toBe(2);
+    expect(run.stderr).toBe("svc: error: required option '--power-up <powerUpId>' not specified\n");
+    expect(await db('power_up_deployments').where({ site_id: siteId })).toEqual([]);
+  });
+});

@@ -1,0 +1,166 @@
+import { afterAll, describe, expect, it } from '@jest/globals';
+import { createQueues, createRedis } from '@svc/core';
+import { seedAccount, seedSite, TEST_REDIS_URL, uniqueTag } from '@svc/core/testing';
+import { ISO_8601, openTestDb, runSvc, runSvcJson, testEnv } from './support.js';
+
+const db = openTestDb();
+const env = testEnv();
+const redis = createRedis(TEST_REDIS_URL);
+const queues = createQueues(redis, env.QUEUE_PREFIX as string);
+
+afterAll(async () => {
+  await queues.close();
+  await redis.quit();
+  await db.destroy();
+});
+
+async function newSite(): Promise<{ accountId: string; siteId: string; domain: string }> {
+  const { accountId } = await seedAccount(db);
+  const site = await seedSite(db, accountId);
+  return { accountId, siteId: site.id, domain: site.domain };
+}
+
+async function startScan(siteId: string): Promise<string> {
+  return (await runSvcJson<{ id: string }>(['scans', 'start', '--site', siteId], env)).id;
+}
+
+describe('svc scans start', () => {
+  it('starts a running scan of the site', async () => {
+    const { siteId } = await newSite();
+
+    const out = await runSvcJson(['scans', 'start', '--site', siteId], env);
+
+    expect(out).toEqual({ id: expect.stringMatching(/^scan_/), status: 'running' });
+    expect(await db('scans').where({ id: out.id }).first()).toMatchObject({ site_id: siteId, status: 'running', score: null });
+  });
+
+  it('refuses a site that does not exist with exit 2', async () => {
+    const run = await runSvc(['scans', 'start', '--site', 'site_missing'], env);
+
+    expect(run.code).toBe(2);
+    expect(run.stderr).toBe('svc: error: site site_missing does not exist\n');
+  });
+});
+
+describe('svc scans complete', () => {
+  it('completes the scan, stores a scan.completed event with the spec body and enqueues its fan-out', async () => {
+    const { accountId, siteId, domain } = await newSite();
+    const scanId = await startScan(siteId);
+
+    const out = await runSvcJson<{ id: string; status: string; score: number; completedAt: string; eventId: string }>(
+      ['scans', 'complete', scanId, '--score', '87.5'],
+      env,
+    );
+
+    expect(out).toEqual({
+      id: scanId,
+      status: 'completed',
+      score: 87.5,
+      completedAt: expect.stringMatching(ISO_8601),
+      eventId: expect.stringMatching(/^evt_/),
+    });
+    const scan = await db('scans').where({ id: scanId }).first();
+    expect(scan).toMatchObject({ status: 'completed', score: 87.5 });
+    expect((scan.completed_at as Date).toISOString()).toBe(out.completedAt);
+    const event = await db('events').where({ id: out.eventId }).first('id', 'account_id', 'type', 'body');
+    expect(event).toMatchObject({ account_id: accountId, type: 'scan.completed' });
+    expect(JSON.parse(event.body as string)).toEqual({
+      event: 'scan.completed',
+      timestamp: expect.stringMatching(ISO_8601),
+      data: { scanId, siteId, domain, score: 87.5 },
+    });
+    const job = await queues.fanout.getJob(out.eventId);
+    expect(job?.data).toEqual({ eventId: out.eventId });
+  });
+
+  it('prints the score and the event for a person', async () => {
+    const { siteId } = await newSite();
+    const scanId = await startScan(siteId);
+
+    const run = await runSvc(['scans', 'complete', scanId, '--score', '90'], env);
+
+    expect(run.code).toBe(0);
+    expect(run.stdout).toMatch(new RegExp(`^Completed scan ${scanId} with score 90\\n {2}event: evt_\\w+ \\(scan\\.completed\\)\\n$`));
+  });
+
+  it.each(['abc', '', '12abc', '1e3', 'Infinity', '0x10'])(
+    'refuses --score %p with exit 2, naming the flag, and leaves the scan running with no event',
+    async (score) => {
+      const { accountId, siteId } = await newSite();
+      const scanId = await startScan(siteId);
+
+      const run = await runSvc(['scans', 'complete', scanId, '--score', score, '--json'], env);
+
+      expect(run.code).toBe(2);
+      expect(run.stdout).toBe('');
+      expect(run.stderr).toBe(
+        `svc: error: option '--score <n>' argument '${score}' is invalid. It must be a number such as 87 or 87.5.\n`,
+      );
+      expect(await db('scans').where({ id: scanId }).first()).toMatchObject({ status: 'running', score: null });
+      expect(await db('events').where({ account_id: accountId })).toEqual([]);
+    },
+  );
+
+  it('refuses to complete a scan twice with exit 1 and keeps the single event', async () => {
+    const { accountId, siteId } = await newSite();
+    const scanId = await startScan(siteId);
+    await runSvcJson(['scans', 'complete', scanId, '--score', '70'], env);
+
+    const run = await runSvc(['scans', 'complete', scanId, '--score', '75'], env);
+
+    expect(run.code).toBe(1);
+    expect(run.stderr).toBe(`svc: error: scan ${scanId} is completed, not running\n`);
+    expect(await db('scans').where({ id: scanId }).first()).toMatchObject({ score: 70 });
+    expect(await db('events').where({ account_id: accountId })).toHaveLength(1);
+  });
+
+  it('still records the scan and its event when Redis is away, and warns on stderr that the sweep will fan it out', async () => {
+    const { accountId, siteId } = await newSite();
+    const scanId = await startScan(siteId);
+    const offline = testEnv({ REDIS_URL: 'redis://127.0.0.1:1', LOG_LEVEL: 'warn' });
+
+    const run = await runSvc(['scans', 'complete', scanId, '--score', '55', '--json'], offline);
+
+    expect(run.code).toBe(0);
+    const out = JSON.parse(run.stdout) as { eventId: string };
+    expect(out).toMatchObject({ id: scanId, status: 'completed', score: 55 });
+    expect(JSON.parse(run.stderr)).toMatchObject({
+      level: 'warn',
+      message: 'event enqueue failed; the dispatcher sweep will fan it out',
+      eventId: out.eventId,
+    });
+    expect(await db('events').where({ account_id: accountId }).select('id')).toEqual([{ id: out.eventId }]);
+  });
+});
+
+describe('svc scans fail', () => {
+  it('marks the scan failed and fires no event', async () => {
+    const { accountId, siteId } = await newSite();
+    const scanId = await startScan(siteId);
+
+    const out = await runSvcJson(['scans', 'fail', scanId], env);
+
+    expect(out).toEqual({ id: scanId, status: 'failed' });
+    expect(await db('scans').where({ id: scanId }).first()).toMatchObject({ status: 'failed', score: null, completed_at: null });
+    expect(await db('events').where({ account_id: accountId })).toEqual([]);
+  });
+
+  it('refuses to fail a completed scan with exit 1 and leaves it completed', async () => {
+    const { siteId } = await newSite();
+    const scanId = await startScan(siteId);
+    await runSvcJson(['scans', 'complete', scanId, '--score', '60'], env);
+
+    const run = await runSvc(['scans', 'fail', scanId], env);
+
+    expect(run.code).toBe(1);
+    expect(run.stderr).toBe(`svc: error: scan ${scanId} is completed, not running\n`);
+    expect(await db('scans').where({ id: scanId }).first()).toMatchObject({ status: 'completed' });
+  });
+
+  it('refuses an unknown scan id with exit 2', async () => {
+    const run = await runSvc(['scans', 'fail', `scan_${uniqueTag()}`], env);
+
+    expect(run.code).toBe(2);
+    expect(run.stderr).toMatch(/^svc: error: scan scan_\w+ does not exist\n$/);
+  });
+});
