@@ -11,15 +11,20 @@ export class BlockedTargetError extends Error {
   }
 }
 
+/** IPv6 global unicast (RFC 4291): anything outside it, such as ::7f00:1, is not a public target. */
+const IPV6_GLOBAL_UNICAST = ipaddr.parseCIDR('2000::/3');
+
 /**
  * True only for ordinary public unicast addresses: loopback, private, link-local, CGNAT,
- * multicast, unique-local, documentation, mapped and other special ranges are all refused.
+ * multicast, unique-local, documentation, IPv4-compatible/mapped and other special ranges are refused.
  */
 export function isPublicAddress(address: string): boolean {
   if (!ipaddr.isValid(address)) return false;
-  let parsed = ipaddr.parse(address);
-  if (parsed.kind() === 'ipv6' && (parsed as ipaddr.IPv6).isIPv4MappedAddress()) {
-    parsed = (parsed as ipaddr.IPv6).toIPv4Address();
+  const parsed = ipaddr.parse(address);
+  if (parsed.kind() === 'ipv6') {
+    const v6 = parsed as ipaddr.IPv6;
+    if (v6.isIPv4MappedAddress()) return isPublicAddress(v6.toIPv4Address().toString());
+    return v6.range() === 'unicast' && v6.match(IPV6_GLOBAL_UNICAST);
   }
   return parsed.range() === 'unicast';
 }

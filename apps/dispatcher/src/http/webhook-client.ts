@@ -1,5 +1,5 @@
 import { Agent } from 'node:https';
-import { rootCertificates } from 'node:tls';
+import { createSecureContext, rootCertificates } from 'node:tls';
 import got, { type RequestError } from 'got';
 import { signBody, type ClaimedAttempt, type AttemptOutcome } from '@svc/core';
 import { assertLiteralTargetAllowed, BlockedTargetError, guardedLookup } from './ssrf-guard.js';
@@ -32,7 +32,8 @@ export class WebhookClient {
       maxSockets: options.maxSocketsPerHost ?? 64,
       maxFreeSockets: 16,
       scheduling: 'lifo',
-      ...(options.ca ? { ca: withSystemRoots(options.ca) } : {}),
+      // One secure context for every connection: passing `ca` per connection re-parses ~140 roots each time.
+      ...(options.ca ? { secureContext: createSecureContext({ ca: withSystemRoots(options.ca) }) } : {}),
     });
   }
 

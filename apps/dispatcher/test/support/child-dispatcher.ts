@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { TEST_DATABASE_URL, TEST_REDIS_URL } from '@svc/core/testing';
+import { TEST_REDIS_URL } from '@svc/core/testing';
 import type { Harness } from './harness.js';
 
 const MAIN = fileURLToPath(new URL('../../src/main.js', import.meta.url));
@@ -11,7 +11,7 @@ export function spawnDispatcher(h: Harness, env: Record<string, string> = {}): {
   const child = spawn(process.execPath, [MAIN], {
     env: {
       PATH: process.env.PATH ?? '',
-      DATABASE_URL: TEST_DATABASE_URL,
+      DATABASE_URL: h.config.databaseUrl,
       REDIS_URL: TEST_REDIS_URL,
       QUEUE_PREFIX: h.config.queuePrefix,
       LOG_LEVEL: 'error',

@@ -11,7 +11,7 @@ import {
   type Queues,
   type Redis,
 } from '@svc/core';
-import { seedAccount, testConfig, uniqueTag } from '@svc/core/testing';
+import { createIsolatedDatabase, seedAccount, testConfig, uniqueTag } from '@svc/core/testing';
 import { createDispatcher, type Dispatcher } from '../../src/dispatcher.js';
 import { makeCertificate, Receiver, type TestCertificate } from './receiver.js';
 
@@ -30,9 +30,15 @@ export interface Harness {
   close(): Promise<void>;
 }
 
-/** Real Postgres, Redis (a queue prefix of its own), an HTTPS receiver and dispatchers started on demand. */
+/**
+ * Real Postgres (a database of its own: the sweep acts on every due row it can see, so files
+ * running side by side must not see each other's), Redis (a queue prefix of its own), an HTTPS
+ * receiver and dispatchers started on demand.
+ */
 export async function createHarness(overrides: Record<string, string> = {}): Promise<Harness> {
+  const database = await createIsolatedDatabase();
   const config = testConfig({
+    DATABASE_URL: database.url,
     WEBHOOK_RETRY_DELAYS_MS: FAST_DELAYS,
     WEBHOOK_TIMEOUT_MS: '2000',
     DISPATCHER_SWEEP_INTERVAL_MS: '250',
@@ -71,6 +77,7 @@ export async function createHarness(overrides: Record<string, string> = {}): Pro
       await queues.close();
       redis.disconnect();
       await db.destroy();
+      await database.drop();
       certificate.cleanup();
     },
   };
@@ -82,6 +89,7 @@ function overridesOf(config: Config): Record<string, string> {
     WEBHOOK_TIMEOUT_MS: String(config.webhookTimeoutMs),
     DISPATCHER_SWEEP_INTERVAL_MS: String(config.sweepIntervalMs),
     WEBHOOK_ALLOW_PRIVATE_TARGETS: String(config.webhookAllowPrivateTargets),
+    DATABASE_URL: config.databaseUrl,
   };
 }
 

@@ -1,4 +1,6 @@
 import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { migrateToLatest } from '../db/migrate.js';
 import { createAccount } from '../accounts/account.repository.js';
 import { loadConfig, type Config } from '../config.js';
 import type { Db } from '../db/knex.js';
@@ -57,4 +59,29 @@ export async function waitFor<T>(check: () => Promise<T | undefined | false> | T
     }
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
+}
+
+/**
+ * A database of its own, migrated, for tests whose background work (the dispatcher's sweep)
+ * acts on every row it can see; drop() removes it.
+ */
+export async function createIsolatedDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
+  const url = new URL(TEST_DATABASE_URL);
+  const name = `${url.pathname.slice(1)}_${uniqueTag()}`;
+  url.pathname = `/${name}`;
+  await migrateToLatest(url.toString());
+  return {
+    url: url.toString(),
+    async drop() {
+      const admin = new URL(TEST_DATABASE_URL);
+      admin.pathname = '/postgres';
+      const client = new pg.Client({ connectionString: admin.toString() });
+      await client.connect();
+      try {
+        await client.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(name)} WITH (FORCE)`);
+      } finally {
+        await client.end();
+      }
+    },
+  };
 }
