@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
-import { completeAiMonitorRun, type Db } from '@svc/core';
+import { completeAiMonitorRun, deliveryJobId, type Db } from '@svc/core';
 import { waitFor } from '@svc/core/testing';
 import { spawnDispatcher } from './support/child-dispatcher.js';
 import { createHarness, seedTenant, type Harness } from './support/harness.js';
@@ -98,6 +98,31 @@ describe('nothing is lost', () => {
     }
     expect(perDelivery.size).toBe(BURST / 2);
     for (const bodies of perDelivery.values()) expect(bodies.size).toBe(1);
+  });
+});
+
+describe('partial loss of Redis state', () => {
+  it('re-queues a retry whose job hash survived without its delayed entry (a partial flush or an eviction)', async () => {
+    const tenant = await seedTenant(h);
+    const sub = await tenant.subscribe('/flaky/1/orphan', ['ai_check.completed']);
+    h.startDispatcher();
+    await completeAiMonitorRun({ db: h.db, queues: h.queues }, { siteId: tenant.site.id, compositeScore: 9 });
+    const delivery = await waitFor(async () => (await h.db('deliveries').where({ subscription_id: sub.id, attempt_count: 1 }).first()) ?? false);
+    await waitFor(async () => (await h.queues.delivery.getJobState(deliveryJobId(delivery.id, 2))) === 'delayed');
+
+    await h.redis.del(h.queues.delivery.toKey('delayed'));
+
+    expect(await h.queues.delivery.getJobState(deliveryJobId(delivery.id, 2))).toBe('unknown');
+    const settled = await waitFor(
+      async () => {
+        const row = await h.db('deliveries').where({ id: delivery.id }).first();
+        return row.status === 'delivered' && row;
+      },
+      20_000,
+      'the orphaned retry to be re-queued and delivered',
+    );
+    expect(settled.attempt_count).toBe(2);
+    expect(h.receiver.to('/flaky/1/orphan')).toHaveLength(2);
   });
 });
 

@@ -1,9 +1,10 @@
 import {
-  enqueueDeliveries,
-  enqueueFanout,
+  deliveryJobId,
+  fanoutJobId,
   findEventsAwaitingFanout,
   findOverdueDeliveries,
   purgeAbandonedRevocations,
+  requeueUnlessLive,
   type Db,
   type Logger,
   type Queues,
@@ -24,19 +25,25 @@ export interface SweepDeps {
 
 /**
  * Re-queues from Postgres whatever Redis no longer holds: events not fanned out and due
- * deliveries with no attempt on the wire. Jobs have deterministic ids, so a job that still
- * exists is not duplicated.
+ * deliveries with no attempt on the wire, unless their job (deterministic id) is still live.
+ * Returns how many jobs it queued again.
  */
 export async function sweepOnce(deps: SweepDeps): Promise<{ events: number; deliveries: number; purged: number }> {
-  const events = await findEventsAwaitingFanout(deps.db, UNFANNED_AFTER_MS, BATCH);
-  for (const eventId of events) await enqueueFanout(deps.queues, eventId);
+  const unfanned = await findEventsAwaitingFanout(deps.db, UNFANNED_AFTER_MS, BATCH);
+  const events = await requeueUnlessLive(
+    deps.queues.fanout,
+    unfanned.map((eventId) => ({ name: 'f', data: { eventId }, jobId: fanoutJobId(eventId) })),
+  );
   const overdue = await findOverdueDeliveries(deps.db, OVERDUE_AFTER_MS, BATCH);
-  await enqueueDeliveries(deps.queues, overdue.map((delivery) => ({ ...delivery, delayMs: 0 })));
+  const deliveries = await requeueUnlessLive(
+    deps.queues.delivery,
+    overdue.map((delivery) => ({ name: 'd', data: delivery, jobId: deliveryJobId(delivery.deliveryId, delivery.attempt) })),
+  );
   const purged = await purgeAbandonedRevocations(deps.db, deps.webhookTimeoutMs + 60_000);
-  if (events.length || overdue.length || purged) {
-    deps.logger.debug('sweep re-queued work', { events: events.length, deliveries: overdue.length, purged });
+  if (events || deliveries || purged) {
+    deps.logger.info('sweep re-queued work Redis no longer held', { events, deliveries, purged });
   }
-  return { events: events.length, deliveries: overdue.length, purged };
+  return { events, deliveries, purged };
 }
 
 /** Runs sweepOnce every interval, never two at once; stop() waits for a sweep in progress. */

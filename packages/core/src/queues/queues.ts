@@ -1,4 +1,4 @@
-import { Queue, type ConnectionOptions } from 'bullmq';
+import { Queue, type ConnectionOptions, type JobsOptions } from 'bullmq';
 
 /**
  * The one contract of each queue: its name, its payload (ids only, never a secret or a body)
@@ -76,4 +76,33 @@ export async function removeDeliveryJobs(
   await Promise.all(
     jobs.map((job) => queues.delivery.remove(deliveryJobId(job.deliveryId, job.attempt)).catch(() => 0)),
   );
+}
+
+/** Job states in which a job will still run by itself. */
+const LIVE_STATES = new Set(['waiting', 'delayed', 'active', 'prioritized', 'waiting-children']);
+
+/**
+ * For the sweep: queues each job again unless a job with its id is live. A job hash left behind
+ * without its queue entry (a partial flush, an eviction) would make a plain `add` a silent no-op
+ * forever, so such a leftover is removed first.
+ */
+export async function requeueUnlessLive<T>(
+  queue: Queue<T>,
+  jobs: ReadonlyArray<{ name: string; data: T; jobId: string; opts?: JobsOptions }>,
+): Promise<number> {
+  const lost = (
+    await Promise.all(
+      jobs.map(async (job) => {
+        const state = await queue.getJobState(job.jobId);
+        if (LIVE_STATES.has(state)) return undefined;
+        await queue.remove(job.jobId).catch(() => 0);
+        return job;
+      }),
+    )
+  ).filter((job): job is NonNullable<typeof job> => job !== undefined);
+  if (lost.length) {
+    // Queue<T>'s addBulk types its data through BullMQ's own generics; the payload is exactly T.
+    await (queue as Queue).addBulk(lost.map((job) => ({ name: job.name, data: job.data, opts: { ...job.opts, jobId: job.jobId } })));
+  }
+  return lost.length;
 }
