@@ -1,0 +1,145 @@
+// Cases 1 (API vs a minimal Express baseline) and 7 (growth: 10 vs 10,000 sites), measured with
+// autocannon, interleaved run by run so that service and baseline share the machine's moods.
+import autocannon from 'autocannon';
+import { cpuDelta, cpuSnapshot } from '../lib/cpu.mjs';
+import { KeyPool } from '../lib/fixtures.mjs';
+import { Samples } from '../lib/stats.mjs';
+
+/** Tokens for the baseline: never checked, only keyed in Redis, 55 requests each like the real keys. */
+class TokenPool {
+  constructor(label, uses = 55) {
+    this.label = label;
+    this.uses = uses;
+    this.n = 0;
+    this.used = 0;
+    this.hot = 0;
+  }
+  next() {
+    if (++this.used > this.uses) {
+      this.used = 1;
+      this.n++;
+    }
+    return `${this.label}_${this.n}`;
+  }
+}
+
+function cycle(items) {
+  let i = 0;
+  return () => items[i++ % items.length];
+}
+
+/** One autocannon run; latencies are kept as floats (autocannon's own histogram rounds to ms). */
+export async function load({ base, connections, durationS, nextPath, pool, pids = {} }) {
+  const samples = new Samples(1 << 16);
+  const cpu0 = cpuSnapshot(pids);
+  const statusCodes = {};
+  const hotBefore = pool.hot;
+  const instance = autocannon({
+    url: base,
+    connections,
+    duration: durationS,
+    requests: [
+      {
+        method: 'GET',
+        setupRequest: (req) => {
+          req.path = nextPath();
+          req.headers = { authorization: `Bearer ${pool.next()}` };
+          return req;
+        },
+      },
+    ],
+  });
+  instance.on('response', (_client, statusCode, _bytes, responseTime) => {
+    statusCodes[statusCode] = (statusCodes[statusCode] ?? 0) + 1;
+    if (statusCode >= 200 && statusCode < 300) samples.push(responseTime);
+  });
+  const result = await instance;
+  const cpuMs = cpuDelta(cpu0, cpuSnapshot(pids));
+  const latency = samples.describe();
+  return {
+    reqPerSec: result['2xx'] / result.duration,
+    p50: latency.p50,
+    p99: latency.p99,
+    max: latency.max,
+    requests: result.requests.total,
+    ok: result['2xx'],
+    non2xx: result.non2xx,
+    errors: result.errors,
+    timeouts: result.timeouts,
+    durationS: result.duration,
+    statusCodes,
+    hotKeys: pool.hot - hotBefore,
+    /** CPU ms per answered request, per process group (postgres/redis: every backend on the machine). */
+    cpuMsPerRequest: Object.fromEntries(Object.entries(cpuMs).filter(([k]) => k !== 'wallMs').map(([k, v]) => [k, v / Math.max(1, result['2xx'])])),
+  };
+}
+
+/** GETs a path once with a key and returns the body's byte length (to size the baseline's answers). */
+export async function responseSize(base, path, key) {
+  const response = await fetch(`${base}${path}`, { headers: { authorization: `Bearer ${key}` } });
+  const body = Buffer.from(await response.arrayBuffer());
+  if (response.status !== 200) throw new Error(`GET ${path} answered ${response.status}: ${body.toString('utf8').slice(0, 200)}`);
+  return body.length;
+}
+
+/**
+ * The targets, in the order each run measures them. `svc` targets hit the API with real keys;
+ * `base` targets hit the baseline with tokens; both get the same paths.
+ */
+export function apiTargets(fx, apiBase, baseBase, pids = {}) {
+  const pools = {
+    small: new KeyPool(fx.small.keys),
+    hundred: new KeyPool(fx.hundred.keys),
+    large: new KeyPool(fx.large.keys),
+  };
+  const basePool = new TokenPool('base');
+  const detailSmall = cycle(fx.small.sites.map((id) => `/api/v1/sites/${id}`));
+  const detailSmallBase = cycle(fx.small.sites.map((id) => `/api/v1/sites/${id}`));
+  const detailLarge = cycle(fx.large.sites.map((id) => `/api/v1/sites/${id}`));
+  const list = () => '/api/v1/sites';
+  const webhooks = () => '/api/v1/webhooks';
+  const svcPids = { server: pids.api, loadgen: process.pid };
+  const basePids = { server: pids.baseline, loadgen: process.pid };
+  return {
+    pools,
+    basePool,
+    targets: [
+      { id: 'detail', side: 'svc', base: apiBase, nextPath: detailSmall, pool: pools.small, pids: svcPids },
+      { id: 'detail', side: 'base', base: baseBase, nextPath: detailSmallBase, pool: basePool, pids: basePids },
+      { id: 'list', side: 'svc', base: apiBase, nextPath: list, pool: pools.small, pids: svcPids },
+      { id: 'list', side: 'base', base: baseBase, nextPath: list, pool: basePool, pids: basePids },
+      { id: 'webhooks', side: 'svc', base: apiBase, nextPath: webhooks, pool: pools.small, pids: svcPids },
+      { id: 'webhooks', side: 'base', base: baseBase, nextPath: webhooks, pool: basePool, pids: basePids },
+      { id: 'detail-10k', side: 'svc', base: apiBase, nextPath: detailLarge, pool: pools.large, pids: svcPids },
+      { id: 'list-10k', side: 'svc', base: apiBase, nextPath: list, pool: pools.large, pids: svcPids },
+      { id: 'list-100', side: 'svc', base: apiBase, nextPath: list, pool: pools.hundred, pids: svcPids },
+    ],
+  };
+}
+
+/** Warms every target up once, then measures them all `runs` times, interleaved. */
+export async function runApiCases({ targets, runs, durationS, warmupS, connections, log, fits = () => true, budget = [] }) {
+  for (const t of targets) {
+    await load({ ...t, connections, durationS: warmupS });
+  }
+  const results = {};
+  let lastRunMs = 0;
+  for (let r = 0; r < runs; r++) {
+    if (r > 0 && !fits(lastRunMs)) {
+      budget.push(`api: ${r} of ${runs} runs fitted in the time budget`);
+      break;
+    }
+    const runStarted = Date.now();
+    for (const t of targets) {
+      const m = await load({ ...t, connections, durationS });
+      const key = `${t.id}:${t.side}`;
+      (results[key] ??= []).push(m);
+      log(
+        `  api run ${r + 1}/${runs} ${key.padEnd(14)} ${m.reqPerSec.toFixed(0).padStart(6)} req/s  p50 ${m.p50.toFixed(2)} ms  p99 ${m.p99.toFixed(2)} ms` +
+          (m.non2xx || m.errors ? `  non2xx ${m.non2xx} errors ${m.errors} ${JSON.stringify(m.statusCodes)}` : ''),
+      );
+    }
+    lastRunMs = Date.now() - runStarted;
+  }
+  return results;
+}

@@ -1,0 +1,280 @@
+// Cases 2 (throughput vs a got loop), 3 (latency at a steady rate), 4 (retry punctuality) and
+// 5 (fan-out). Events are published through the producer functions of @svc/core, exactly as
+// other services publish them; receipts are timed by the receiver process.
+import { completeAiMonitorRun, completeScan, deployPowerUp, enqueueDeliveries, newId } from '@svc/core';
+import { cpuDelta, cpuSnapshot } from '../lib/cpu.mjs';
+import { describe, nowMs, sleep } from '../lib/stats.mjs';
+
+/**
+ * A publisher over the throughput accounts: event i goes to account i % accounts, and its kind
+ * rotates through the three producers (power_up.deployed, ai_check.completed, scan.completed).
+ */
+export class Publisher {
+  constructor({ db, queues, accounts }) {
+    this.deps = { db, queues };
+    this.db = db;
+    this.accounts = accounts;
+    this.scanIds = [];
+  }
+
+  /** Starts the running scans that the scan.completed events of the next `n` publishes complete. */
+  async prepare(n) {
+    this.scanIds = new Array(n);
+    const rows = [];
+    for (let i = 2; i < n; i += 3) {
+      this.scanIds[i] = newId('scan');
+      rows.push({ id: this.scanIds[i], site_id: this.accounts[i % this.accounts.length].siteId, status: 'running' });
+    }
+    for (let k = 0; k < rows.length; k += 1_000) await this.db('scans').insert(rows.slice(k, k + 1_000));
+  }
+
+  async publish(i) {
+    const account = this.accounts[i % this.accounts.length];
+    switch (i % 3) {
+      case 0:
+        return (await deployPowerUp(this.deps, { siteId: account.siteId, powerUpId: `pu-${i}` })).eventId;
+      case 1:
+        return (await completeAiMonitorRun(this.deps, { siteId: account.siteId, compositeScore: 40 + (i % 60) })).eventId;
+      default:
+        return (await completeScan(this.deps, { scanId: this.scanIds[i], score: 50 + (i % 50) })).eventId;
+    }
+  }
+}
+
+/** Committed transactions in the bench database so far (pg_stat_database). */
+async function commits(db) {
+  await db.raw('SELECT pg_stat_clear_snapshot()');
+  const { rows } = await db.raw('SELECT xact_commit::bigint AS n FROM pg_stat_database WHERE datname = current_database()');
+  return Number(rows[0].n);
+}
+
+/** Polls `check` until it returns a truthy value or the time is up; returns the last value. */
+async function until(check, timeoutMs, everyMs = 100) {
+  const deadline = Date.now() + timeoutMs;
+  let value = await check();
+  while (!value && Date.now() < deadline) {
+    await sleep(everyMs);
+    value = await check();
+  }
+  return value;
+}
+
+/** Waits until every delivery of the events is finished in Postgres; returns counts. */
+async function waitRecorded(db, eventIds, expected, timeoutMs = 60_000) {
+  let last;
+  await until(async () => {
+    const { rows } = await db.raw(
+      `SELECT count(*) FILTER (WHERE d.status = 'delivered')::int AS delivered,
+              count(*) FILTER (WHERE d.status = 'failed')::int AS failed,
+              count(*)::int AS deliveries,
+              coalesce(sum(d.attempt_count), 0)::int AS attempts
+         FROM deliveries d WHERE d.event_id = ANY(?)`,
+      [eventIds],
+    );
+    last = rows[0];
+    return last.delivered + last.failed >= expected;
+  }, timeoutMs, 200);
+  const { rows } = await db.raw(
+    `SELECT count(*)::int AS recorded FROM delivery_attempts a JOIN deliveries d ON d.id = a.delivery_id WHERE d.event_id = ANY(?)`,
+    [eventIds],
+  );
+  return { ...last, recordedAttempts: rows[0].recorded };
+}
+
+/** Case 2, one run: N events, deliveries/s from the first publish to the last receipt; then the got loop. */
+export async function throughputRun({ db, receiver, publisher, gotChild, receiverUrl, n, publishConcurrency, sendConcurrency, secret, run, pids }) {
+  await publisher.prepare(n);
+  await receiver.rpc('reset');
+  const eventIds = new Array(n);
+  let next = 0;
+  const cpu0 = cpuSnapshot(pids);
+  const xact0 = await commits(db);
+  const t0 = nowMs();
+  await Promise.all(
+    Array.from({ length: publishConcurrency }, async () => {
+      while (next < n) {
+        const i = next++;
+        eventIds[i] = await publisher.publish(i);
+      }
+    }),
+  );
+  const publishedAt = nowMs();
+  const got = await receiver.rpc('wait', { count: n, unique: true, timeoutMs: 180_000 });
+  if (!got.reached) throw new Error(`throughput: only ${got.count} of ${n} deliveries received`);
+  const cpu = cpuDelta(cpu0, cpuSnapshot(pids));
+  const svc = { perSec: (n / (got.lastAt - t0)) * 1000, elapsedMs: got.lastAt - t0, publishMs: publishedAt - t0 };
+  const { count: received, connections } = await receiver.rpc('count');
+  const recorded = await waitRecorded(db, eventIds, n);
+  await sleep(1_000); // backends report their transaction counts within a second or so
+  svc.pgCommitsPerDelivery = ((await commits(db)) - xact0) / n;
+  svc.duplicates = received - n;
+  svc.connections = connections;
+  svc.cpuMs = cpu;
+  svc.recorded = recorded;
+  svc.valid = recorded.delivered === n && recorded.recordedAttempts === n && received === n;
+
+  // Baseline: the same bytes, same receiver, same concurrency as the dispatcher.
+  const { rows } = await db.raw('SELECT type, body FROM events WHERE id = ANY(?) ORDER BY created_at, id', [eventIds]);
+  await receiver.rpc('reset');
+  const baseCpu0 = cpuSnapshot({ ...pids, got: gotChild.pid });
+  const base = await gotChild.rpc('run', { url: `${receiverUrl}/ok`, items: rows, secret, concurrency: sendConcurrency, idPrefix: `base-${run}-` });
+  const baseGot = await receiver.rpc('wait', { count: n, unique: true, timeoutMs: 120_000 });
+  if (!baseGot.reached) throw new Error(`throughput baseline: only ${baseGot.count} of ${n} requests received`);
+  const baseCpu = cpuDelta(baseCpu0, cpuSnapshot({ ...pids, got: gotChild.pid }));
+  const { connections: baseConnections } = await receiver.rpc('count');
+  const baseline = { perSec: (n / (baseGot.lastAt - base.startedAt)) * 1000, elapsedMs: baseGot.lastAt - base.startedAt, errors: base.errors, statuses: base.statuses, connections: baseConnections, cpuMs: baseCpu };
+  return { svc, baseline, ratio: svc.perSec / baseline.perSec };
+}
+
+/**
+ * Case 3, one run: `rate` events/s for `durationS`, open loop; publish → first attempt received.
+ * If the dispatcher cannot keep up, receipts are awaited `drainMs` after the last publish; the
+ * events still missing then count with the time waited (a lower bound) and the backlog is
+ * purged so that the next run starts clean.
+ */
+export async function latencyRun({ db, receiver, publisher, queues, rate, durationS, drainMs }) {
+  const n = Math.round(rate * durationS);
+  await publisher.prepare(n);
+  await receiver.rpc('reset');
+  const startedAt = new Float64Array(n);
+  const eventIds = new Array(n);
+  const pending = [];
+  let errors = 0;
+  const interval = 1000 / rate;
+  const t0 = nowMs() + 20;
+  let i = 0;
+  const lag = [];
+  while (i < n) {
+    const now = nowMs();
+    while (i < n && t0 + i * interval <= now) {
+      const k = i++;
+      startedAt[k] = nowMs();
+      lag.push(startedAt[k] - (t0 + k * interval));
+      pending.push(
+        publisher.publish(k).then(
+          (id) => (eventIds[k] = id),
+          () => errors++,
+        ),
+      );
+    }
+    if (i < n) await sleep(Math.max(0, t0 + i * interval - nowMs()));
+  }
+  await Promise.all(pending);
+  const published = eventIds.filter(Boolean);
+  const got = await receiver.rpc('wait', { count: published.length, unique: true, timeoutMs: drainMs });
+  const waitedUntil = nowMs();
+  const { records } = await receiver.rpc('dump');
+  const firstReceipt = new Map();
+  for (const [id, at, nth] of records) if (nth === 1) firstReceipt.set(id, at);
+  const { rows } = await db.raw('SELECT id, event_id FROM deliveries WHERE event_id = ANY(?)', [published]);
+  const deliveryOf = new Map(rows.map((row) => [row.event_id, row.id]));
+  const latencies = [];
+  let missing = 0;
+  for (let k = 0; k < n; k++) {
+    if (!eventIds[k]) continue;
+    const at = firstReceipt.get(deliveryOf.get(eventIds[k]));
+    if (at === undefined) {
+      missing++;
+      latencies.push(waitedUntil - startedAt[k]);
+    } else latencies.push(at - startedAt[k]);
+  }
+  let purged = 0;
+  if (missing > 0) purged = await purgeBacklog(db, queues, published);
+  else await waitRecorded(db, published, published.length);
+  const achievedRate = ((n - 1) / (startedAt[n - 1] - startedAt[0])) * 1000;
+  return {
+    ...describe(latencies),
+    missing,
+    purged,
+    lowerBound: missing > 0,
+    errors,
+    achievedRate,
+    scheduleLagP99: describe(lag).p99,
+    valid: errors === 0 && published.length === n,
+  };
+}
+
+/** Drops the queued work of these events: queued jobs removed, pending deliveries failed, events marked fanned out. */
+async function purgeBacklog(db, queues, eventIds) {
+  await queues.fanout.drain(true);
+  await queues.delivery.drain(true);
+  await db('events').whereIn('id', eventIds).whereNull('fanned_out_at').update({ fanned_out_at: db.fn.now() });
+  const purged = await db('deliveries')
+    .whereIn('event_id', eventIds)
+    .where({ status: 'pending' })
+    .update({ status: 'failed', next_attempt_at: null, failure_reason: 'bench: backlog purged' });
+  await sleep(2_000); // attempts already on the wire finish and find their delivery closed
+  return purged;
+}
+
+/**
+ * Case 4, one run: M retries falling due within the same second. Each delivery is left exactly
+ * as the dispatcher leaves one after a failed first attempt — pending, attempt_count 1, a failed
+ * attempt 1 recorded, next_attempt_at set — and its attempt-2 job is queued with
+ * enqueueDeliveries (the dispatcher's own function), delayed until next_attempt_at. The due
+ * times are spread evenly over one second starting `leadMs` from now.
+ * Lateness = receipt of attempt 2 − next_attempt_at (negative would be early).
+ */
+export async function retryRun({ db, receiver, queues, fan, m, leadMs }) {
+  await receiver.rpc('reset');
+  const subs = fan.subscriptions.slice(0, m);
+  const eventId = newId('evt');
+  await db('events').insert({
+    id: eventId,
+    account_id: fan.accountId,
+    type: 'power_up.deployed',
+    body: JSON.stringify({ event: 'power_up.deployed', timestamp: new Date().toISOString(), data: { deploymentId: newId('dep'), siteId: fan.siteId, powerUpId: 'bench-retry' } }),
+    fanned_out_at: new Date(),
+  });
+  const first = Math.ceil(Date.now() + leadMs);
+  const rows = subs.map((subscriptionId, i) => ({
+    id: newId('dlv'),
+    event_id: eventId,
+    subscription_id: subscriptionId,
+    status: 'pending',
+    attempt_count: 1,
+    next_attempt_at: new Date(first + Math.floor((i * 1000) / subs.length)),
+  }));
+  for (let k = 0; k < rows.length; k += 1_000) {
+    const chunk = rows.slice(k, k + 1_000);
+    await db('deliveries').insert(chunk);
+    await db('delivery_attempts').insert(chunk.map((row) => ({ delivery_id: row.id, n: 1, at: new Date(), status_code: 503, error: 'HTTP 503', duration_ms: 1 })));
+  }
+  for (let k = 0; k < rows.length; k += 1_000) {
+    await enqueueDeliveries(
+      queues,
+      rows.slice(k, k + 1_000).map((row) => ({ deliveryId: row.id, subscriptionId: row.subscription_id, attempt: 2, delayMs: row.next_attempt_at.getTime() - Date.now() })),
+    );
+  }
+  const queuedBy = Date.now();
+  const got = await receiver.rpc('wait', { count: m, unique: true, timeoutMs: leadMs + 180_000 });
+  const { records } = await receiver.rpc('dump');
+  const due = new Map(rows.map((row) => [row.id, row.next_attempt_at.getTime()]));
+  const lateness = [];
+  let early = 0;
+  for (const [id, at, nth] of records) {
+    if (nth !== 1 || !due.has(id)) continue;
+    lateness.push(at - due.get(id));
+    if (at < due.get(id)) early++;
+  }
+  const recorded = await waitRecorded(db, [eventId], m);
+  return {
+    ...describe(lateness),
+    early,
+    queuedBeforeDueMs: first - queuedBy,
+    received: lateness.length,
+    recorded,
+    valid: got.reached && lateness.length === m && recorded.delivered === m && first > queuedBy,
+  };
+}
+
+/** Case 5, one run: one event to M subscriptions; time from the publish until all are received. */
+export async function fanoutRun({ db, receiver, queues, siteId, m }) {
+  await receiver.rpc('reset');
+  const t0 = nowMs();
+  const { eventId } = await deployPowerUp({ db, queues }, { siteId, powerUpId: 'bench-fanout' });
+  const got = await receiver.rpc('wait', { count: m, unique: true, timeoutMs: 120_000 });
+  if (!got.reached) throw new Error(`fan-out: only ${got.count} of ${m} deliveries received`);
+  const recorded = await waitRecorded(db, [eventId], m);
+  return { ms: got.lastAt - t0, recorded, valid: recorded.delivered === m };
+}

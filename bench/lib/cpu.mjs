@@ -1,0 +1,53 @@
+// CPU time per process from /proc, to say where a case's time goes across processes
+// (the dispatcher, Postgres backends, Redis, the receiver, the publisher).
+import { readdirSync, readFileSync } from 'node:fs';
+
+const TICK_MS = 10; // USER_HZ is 100 on Linux
+
+function readStat(pid) {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const close = stat.lastIndexOf(')');
+    const comm = stat.slice(stat.indexOf('(') + 1, close);
+    const fields = stat.slice(close + 2).split(' ');
+    return { comm, ms: (Number(fields[11]) + Number(fields[12])) * TICK_MS };
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * A snapshot of CPU ms per pid: the named pids, plus every process whose command is
+ * `postgres` or `redis-server` (shared with anyone else on the machine: an upper bound).
+ */
+export function cpuSnapshot(named) {
+  const pids = new Map();
+  for (const [name, pid] of Object.entries(named)) {
+    const stat = pid ? readStat(pid) : null;
+    if (stat) pids.set(String(pid), { group: name, ms: stat.ms });
+  }
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry) || pids.has(entry)) continue;
+    const stat = readStat(entry);
+    if (stat?.comm === 'postgres') pids.set(entry, { group: 'postgres', ms: stat.ms });
+    else if (stat?.comm === 'redis-server') pids.set(entry, { group: 'redis', ms: stat.ms });
+  }
+  return { at: performance.now(), pids };
+}
+
+/** CPU ms per group between two snapshots (a process born in between counts from zero), and the wall ms. */
+export function cpuDelta(before, after) {
+  const out = { wallMs: after.at - before.at };
+  for (const [pid, { group, ms }] of after.pids) {
+    out[group] = (out[group] ?? 0) + ms - (before.pids.get(pid)?.ms ?? 0);
+  }
+  return out;
+}
+
+export function formatCpu(delta, per = 1, unit = '') {
+  return Object.entries(delta)
+    .filter(([k]) => k !== 'wallMs')
+    .sort((a, b) => b[1] - a[1])
+    .map(([k, v]) => `${k} ${(v / per).toFixed(per === 1 ? 0 : 2)}${unit}`)
+    .join(', ');
+}

@@ -1,0 +1,159 @@
+// The benchmark's own database (never the dev `svc` nor the test `svc_test`) and its data:
+// small things through the @svc/core functions an operator's `svc` command uses, bulk things
+// (10,000 sites, thousands of keys, 1,000 subscriptions) through plain SQL inserts.
+import pg from 'pg';
+import {
+  createAccount,
+  createApiKey,
+  createSite,
+  createSubscription,
+  generateApiKey,
+  hashApiKey,
+  KEY_DISPLAY_LENGTH,
+  markScanCompleted,
+  migrateToLatest,
+  newId,
+  randomHex,
+  startScan,
+} from '@svc/core';
+
+/** Drops and re-creates the bench database, then applies every migration. */
+export async function resetDatabase(databaseUrl) {
+  const url = new URL(databaseUrl);
+  const name = decodeURIComponent(url.pathname.slice(1));
+  if (!/bench/.test(name)) throw new Error(`refusing to reset database "${name}": its name must contain "bench"`);
+  const admin = new URL(databaseUrl);
+  admin.pathname = '/postgres';
+  const client = new pg.Client({ connectionString: admin.toString() });
+  await client.connect();
+  try {
+    await client.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(name)} WITH (FORCE)`);
+  } finally {
+    await client.end();
+  }
+  return migrateToLatest(databaseUrl);
+}
+
+async function insertChunked(db, table, rows, chunk = 1_000) {
+  for (let i = 0; i < rows.length; i += chunk) await db(table).insert(rows.slice(i, i + chunk));
+}
+
+/** `count` keys of the account, inserted in bulk exactly as createApiKey stores them. */
+export async function bulkKeys(db, accountId, count, scopes = 'read:sites,read:webhooks') {
+  const keys = [];
+  const rows = [];
+  for (let i = 0; i < count; i++) {
+    const key = generateApiKey();
+    keys.push(key);
+    rows.push({ id: newId('key'), account_id: accountId, name: `bench ${i}`, key_hash: hashApiKey(key), prefix: key.slice(0, KEY_DISPLAY_LENGTH), scopes });
+  }
+  await insertChunked(db, 'api_keys', rows);
+  return keys;
+}
+
+/** `count` sites, newest last, each with one completed scan. */
+export async function bulkSites(db, accountId, count) {
+  const { rows } = await db.raw(
+    `INSERT INTO sites (id, account_id, domain, name, status, created_at)
+     SELECT 'site_' || replace(gen_random_uuid()::text, '-', ''), ?, 'site-' || g || '.example.com', 'Site ' || g,
+            (ARRAY['active', 'inactive', 'prospect'])[1 + g % 3], now() - make_interval(secs => ? - g)
+       FROM generate_series(1, ?) g
+     RETURNING id`,
+    [accountId, count, count],
+  );
+  await db.raw(
+    `INSERT INTO scans (id, site_id, status, score, started_at, completed_at)
+     SELECT 'scan_' || replace(gen_random_uuid()::text, '-', ''), s.id, 'completed', round((random() * 100)::numeric, 1),
+            now() - interval '2 hours', now() - interval '1 hour'
+       FROM sites s WHERE s.account_id = ?`,
+    [accountId],
+  );
+  return rows.map((row) => row.id);
+}
+
+/** `count` subscriptions of the account to `url`, as createSubscription stores them. */
+export async function bulkSubscriptions(db, accountId, url, count, events = ['*']) {
+  const rows = Array.from({ length: count }, () => ({ id: newId('wh'), account_id: accountId, url, events, secret: randomHex(32) }));
+  await insertChunked(db, 'webhook_subscriptions', rows, 500);
+  return rows.map((row) => row.id);
+}
+
+/**
+ * Everything the cases read or publish to. `receiverUrl` is the receiver's https base.
+ * P holds the sizes (key counts, fan-out width, ...).
+ */
+export async function seed(db, receiverUrl, P) {
+  // API, small account: 10 sites, each with a running and two completed scans, 10 subscriptions.
+  const small = await createAccount(db, { name: 'bench api: 10 sites' });
+  const smallSites = [];
+  for (let i = 0; i < 10; i++) {
+    const site = await createSite(db, small.id, { domain: `https://www.small-${i}.example.com/`, name: i % 4 ? `Small ${i}` : null });
+    for (let s = 0; s < 2; s++) await markScanCompleted(db, (await startScan(db, site.id)).id, 50 + i + s);
+    await startScan(db, site.id);
+    smallSites.push(site.id);
+  }
+  for (let i = 0; i < 10; i++) await createSubscription(db, small.id, { url: `${receiverUrl}/ok?sub=${i}`, events: ['scan.completed', 'power_up.deployed'] });
+  // One key the normal way, the rest in bulk.
+  const smallKeys = [(await createApiKey(db, small.id, { name: 'bench', scopes: ['read:sites', 'read:webhooks'] })).key];
+  smallKeys.push(...(await bulkKeys(db, small.id, P.keysSmall - 1)));
+
+  // API, 100 and 10,000 sites (growth).
+  const hundred = await createAccount(db, { name: 'bench api: 100 sites' });
+  const hundredSites = await bulkSites(db, hundred.id, 100);
+  const hundredKeys = await bulkKeys(db, hundred.id, P.keysHundred);
+  const large = await createAccount(db, { name: 'bench api: 10,000 sites' });
+  const largeSites = await bulkSites(db, large.id, P.largeSites);
+  const largeKeys = await bulkKeys(db, large.id, P.keysLarge);
+
+  // Dispatcher: throughput/latency accounts (one site, one subscription each) and the fan-out
+  // account (its subscriptions also carry the retry and memory cases' deliveries).
+  const tp = [];
+  for (let i = 0; i < P.tpAccounts; i++) {
+    const account = await createAccount(db, { name: `bench throughput ${i}` });
+    const site = await createSite(db, account.id, { domain: `tp-${i}.example.com` });
+    const sub = await createSubscription(db, account.id, { url: `${receiverUrl}/ok`, events: ['*'] });
+    tp.push({ accountId: account.id, siteId: site.id, subscriptionId: sub.id, secret: sub.secret });
+  }
+  const fanAccount = await createAccount(db, { name: 'bench fan-out' });
+  const fanSite = await createSite(db, fanAccount.id, { domain: 'fan.example.com' });
+  const fanSubs = await bulkSubscriptions(db, fanAccount.id, `${receiverUrl}/ok`, P.fanoutSubs);
+
+  await db.raw('ANALYZE');
+  return {
+    small: { accountId: small.id, sites: smallSites, keys: smallKeys },
+    hundred: { accountId: hundred.id, sites: hundredSites, keys: hundredKeys },
+    large: { accountId: large.id, sites: largeSites, keys: largeKeys },
+    tp,
+    fan: { accountId: fanAccount.id, siteId: fanSite.id, subscriptions: fanSubs },
+  };
+}
+
+/**
+ * Hands out API keys so that no key ever exceeds the 60/min limit: each key serves `uses`
+ * requests in a row, and a key is not handed out again until `coolMs` after its last use.
+ * If every key is still warm the least recently used one is reused and counted as `hot`.
+ */
+export class KeyPool {
+  constructor(keys, { uses = 55, coolMs = 61_000 } = {}) {
+    this.keys = keys;
+    this.uses = uses;
+    this.coolMs = coolMs;
+    this.lastUsed = new Float64Array(keys.length).fill(-Infinity);
+    this.index = 0;
+    this.used = 0;
+    this.hot = 0;
+    this.issued = 0;
+  }
+  next() {
+    const now = Date.now();
+    if (this.used >= this.uses) {
+      this.index = (this.index + 1) % this.keys.length;
+      this.used = 0;
+      if (now - this.lastUsed[this.index] < this.coolMs) this.hot++;
+    }
+    this.used++;
+    this.issued++;
+    this.lastUsed[this.index] = now;
+    return this.keys[this.index];
+  }
+}

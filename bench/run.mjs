@@ -1,0 +1,592 @@
+// `npm run bench` — measures the real service (the API and the dispatcher started as an operator
+// starts them: `node apps/api/dist/src/main.js`, `node apps/dispatcher/dist/src/main.js`, env
+// config) against plain baselines measured in the same run on the same machine, and prints the
+// ratios. See docs/benchmarks.md.
+//
+//   node bench/run.mjs [--quick] [--only=api,throughput,latency,retry,fanout,memory] [--runs=N] [--cpu-prof]
+//
+// Everything stays on loopback, in the database svc_bench and under a Redis prefix unique to the
+// run (deleted at the end). Every wait is bounded; a watchdog ends the run if it overstays.
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { createDb, createQueues, createRedis } from '@svc/core';
+import { apiTargets, responseSize, runApiCases } from './cases/api.mjs';
+import { fanoutRun, latencyRun, Publisher, retryRun, throughputRun } from './cases/dispatcher.mjs';
+import { memoryRun } from './cases/memory.mjs';
+import { resetDatabase, seed } from './lib/fixtures.mjs';
+import { forkHelper, killAllChildren, readMemory, spawnNode, stopChild, tail, waitHttpOk } from './lib/procs.mjs';
+import { formatCpu } from './lib/cpu.mjs';
+import { buildTable, machineInfo, toMarkdown } from './lib/report.mjs';
+import { sleep } from './lib/stats.mjs';
+import { summarizeProfile } from './profile-summary.mjs';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const BENCH = fileURLToPath(new URL('.', import.meta.url));
+const ALL_CASES = ['api', 'throughput', 'latency', 'retry', 'fanout', 'memory'];
+
+// ---------------------------------------------------------------------------------------------
+// Parameters
+
+const args = process.argv.slice(2);
+const flag = (name) => args.includes(`--${name}`);
+const option = (name) => args.find((a) => a.startsWith(`--${name}=`))?.split('=')[1];
+for (const a of args) {
+  if (!/^--(quick|cpu-prof|only=[a-z,]+|runs=\d+|help)$/.test(a)) {
+    console.error(`unknown argument ${a}; usage: node bench/run.mjs [--quick] [--only=${ALL_CASES.join(',')}] [--runs=N] [--cpu-prof]`);
+    process.exit(2);
+  }
+}
+if (flag('help')) {
+  console.log(`usage: node bench/run.mjs [--quick] [--only=${ALL_CASES.join(',')}] [--runs=N] [--cpu-prof]`);
+  process.exit(0);
+}
+const quick = flag('quick');
+const only = option('only')?.split(',') ?? ALL_CASES;
+for (const c of only) if (!ALL_CASES.includes(c)) throw new Error(`unknown case ${c}`);
+const cpuProf = flag('cpu-prof');
+
+const FULL = {
+  runs: 3,
+  apiDurationS: 10,
+  apiWarmupS: 2,
+  connections: 50,
+  keysSmall: 6_000,
+  keysHundred: 2_000,
+  keysLarge: 4_000,
+  largeSites: 10_000,
+  tpAccounts: 50,
+  throughputN: 5_000,
+  throughputWarmupN: 300,
+  publishConcurrency: 10,
+  latencyRate: 200,
+  latencyDurationS: 30,
+  latencyDrainMs: 30_000,
+  // Also measured: the same latency at a rate the dispatcher sustains (information, no target).
+  latencyLowRate: 50,
+  latencyLowDurationS: 10,
+  retryCount: 1_000,
+  retryLeadMs: 3_000,
+  fanoutSubs: 1_000,
+  memoryPending: 100_000,
+  // New runs start only while they fit before budgetMs (each case keeps at least one run);
+  // the watchdog is the hard stop.
+  budgetMs: 14 * 60_000,
+  watchdogMs: 15 * 60_000,
+  // One run of each later case, reserved when deciding whether another run fits.
+  reserveMs: { throughput: 90_000, latency: 80_000, retry: 25_000, fanout: 20_000, memory: 30_000 },
+};
+const QUICK = {
+  ...FULL,
+  runs: 1,
+  apiDurationS: 3,
+  apiWarmupS: 1,
+  keysSmall: 2_000,
+  keysHundred: 500,
+  keysLarge: 1_000,
+  throughputN: 500,
+  throughputWarmupN: 100,
+  latencyDurationS: 5,
+  latencyDrainMs: 20_000,
+  latencyLowDurationS: 3,
+  retryCount: 100,
+  retryLeadMs: 2_000,
+  fanoutSubs: 100,
+  memoryPending: 5_000,
+  budgetMs: 3 * 60_000,
+  watchdogMs: 4 * 60_000,
+  reserveMs: { throughput: 15_000, latency: 15_000, retry: 5_000, fanout: 3_000, memory: 3_000 },
+};
+const P = { ...(quick ? QUICK : FULL) };
+if (option('runs')) P.runs = Math.max(1, Number(option('runs')));
+
+const DATABASE_URL = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/svc_bench';
+const REDIS_URL = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379';
+const DISPATCHER_CONCURRENCY = 100; // the service's default, also the got loop's concurrency
+const runId = `${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`;
+const PREFIX = `bench-${runId}`;
+
+const started = Date.now();
+const log = (message) => console.log(`[${((Date.now() - started) / 1000).toFixed(0).padStart(4)}s] ${message}`);
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+
+async function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+function makeCertificate(dir) {
+  const certPath = join(dir, 'cert.pem');
+  const keyPath = join(dir, 'key.pem');
+  execFileSync(
+    'openssl',
+    [
+      'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes',
+      '-keyout', keyPath, '-out', certPath, '-days', '2', '-subj', '/CN=localhost',
+      '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1',
+    ],
+    { stdio: 'ignore' },
+  );
+  return { certPath, keyPath };
+}
+
+async function deleteKeys(redis, pattern) {
+  let cursor = '0';
+  let deleted = 0;
+  let rounds = 0;
+  do {
+    const [next, keys] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
+    cursor = next;
+    if (keys.length) deleted += await redis.unlink(...keys);
+  } while (cursor !== '0' && ++rounds < 1_000_000);
+  return deleted;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The run
+
+const tmp = mkdtempSync(join(tmpdir(), 'svc-bench-'));
+const logDir = join(tmp, 'logs');
+mkdirSync(logDir);
+const profDir = cpuProf ? join(BENCH, 'results', 'profiles', runId) : undefined;
+if (profDir) mkdirSync(profDir, { recursive: true });
+
+let cleanedUp = false;
+let redisAdmin;
+async function cleanup() {
+  if (cleanedUp) return;
+  cleanedUp = true;
+  killAllChildren('SIGTERM');
+  if (redisAdmin) {
+    await sleep(500);
+    const deleted = await deleteKeys(redisAdmin, `${PREFIX}:*`).catch(() => 0);
+    log(`removed ${deleted} Redis keys of prefix ${PREFIX}`);
+    redisAdmin.disconnect();
+  }
+}
+
+const watchdog = setTimeout(() => {
+  console.error(`bench: watchdog: still running after ${P.watchdogMs / 60_000} min; stopping (logs in ${logDir})`);
+  killAllChildren('SIGKILL');
+  cleanup().finally(() => process.exit(3));
+}, P.watchdogMs);
+for (const signal of ['SIGINT', 'SIGTERM']) {
+  process.on(signal, () => {
+    console.error(`bench: ${signal}; stopping children`);
+    cleanup().finally(() => process.exit(130));
+  });
+}
+process.on('exit', () => killAllChildren('SIGKILL'));
+
+async function main() {
+  const mode = quick ? 'quick' : only.length === ALL_CASES.length ? 'full' : `partial: ${only.join(',')}`;
+  log(`bench ${mode}: prefix ${PREFIX}, database ${DATABASE_URL}, logs ${logDir}`);
+  const cert = makeCertificate(tmp);
+
+  log('resetting the bench database and migrating');
+  await resetDatabase(DATABASE_URL);
+  const db = createDb(DATABASE_URL, { poolMax: 10 });
+  redisAdmin = createRedis(REDIS_URL);
+  const queues = createQueues(createRedis(REDIS_URL, 'bullmq'), PREFIX);
+  const machine = await machineInfo({ db, redis: redisAdmin, root: ROOT });
+
+  const receiverHelper = await forkHelper('receiver', join(BENCH, 'receiver.mjs'), {
+    cwd: ROOT,
+    logDir,
+    env: { ...process.env, BENCH_CERT: cert.certPath, BENCH_KEY: cert.keyPath },
+  });
+  const receiver = receiverHelper.child;
+  const receiverUrl = `https://127.0.0.1:${receiverHelper.info.port}`;
+
+  log('seeding');
+  const fx = await seed(db, receiverUrl, P);
+
+  // The service, configured through its environment only: the settings below, everything else
+  // at its default (a value inherited from the shell for another setting is dropped).
+  const apiPort = await freePort();
+  const inherited = Object.fromEntries(
+    Object.entries(process.env).filter(
+      ([name]) => !/^(DATABASE_URL|REDIS_URL|PORT|LOG_LEVEL|RATE_LIMIT_PER_MINUTE|WEBHOOK_.*|QUEUE_PREFIX|DISPATCHER_.*|DB_POOL_MAX|NODE_OPTIONS)$/.test(name),
+    ),
+  );
+  const serviceEnv = (extra = {}) => ({
+    ...inherited,
+    DATABASE_URL,
+    REDIS_URL,
+    QUEUE_PREFIX: PREFIX,
+    LOG_LEVEL: 'warn',
+    WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
+    NODE_EXTRA_CA_CERTS: cert.certPath,
+    ...extra,
+  });
+  const api = spawnNode('api', 'apps/api/dist/src/main.js', { cwd: ROOT, logDir, cpuProfDir: profDir, env: serviceEnv({ PORT: String(apiPort) }) });
+  const apiBase = `http://127.0.0.1:${apiPort}`;
+
+  let dispatcher;
+  const startDispatcher = async () => {
+    dispatcher = spawnNode('dispatcher', 'apps/dispatcher/dist/src/main.js', { cwd: ROOT, logDir, cpuProfDir: profDir, env: serviceEnv() });
+    const deadline = Date.now() + 30_000;
+    while ((await queues.delivery.getWorkersCount()) === 0 || (await queues.fanout.getWorkersCount()) === 0) {
+      if (dispatcher.exitCode !== null) throw new Error(`dispatcher exited (${dispatcher.exitCode}):\n${tail(dispatcher.logPath)}`);
+      if (Date.now() > deadline) throw new Error('dispatcher workers did not register within 30 s');
+      await sleep(100);
+    }
+    // One event end to end, so the first measurement does not pay for connections.
+    await receiver.rpc('reset');
+    const warm = new Publisher({ db, queues, accounts: fx.tp });
+    await warm.prepare(3);
+    for (let i = 0; i < 3; i++) await warm.publish(i);
+    const got = await receiver.rpc('wait', { count: 3, unique: true, timeoutMs: 30_000 });
+    if (!got.reached) throw new Error(`dispatcher warm-up: ${got.count} of 3 deliveries received`);
+  };
+  await waitHttpOk(`${apiBase}/readyz`, { child: api });
+  await startDispatcher();
+  log(`api (pid ${api.pid}, port ${apiPort}) ready; dispatcher (pid ${dispatcher.pid}) ready`);
+
+  const results = { api: null, retry: [], throughput: [], latency: [], latencyLow: [], fanout: [], memory: [], rss: {}, budget: [] };
+
+  // Runs of a case: P.runs of them, or fewer when the next would not fit in the time budget
+  // together with one run of every case still to come.
+  const budgetEnd = started + P.budgetMs;
+  const reserveAfter = (name) =>
+    ALL_CASES.slice(ALL_CASES.indexOf(name) + 1)
+      .filter((c) => only.includes(c))
+      .reduce((sum, c) => sum + (P.reserveMs[c] ?? 0), 0);
+  const fits = (name, lastRunMs) => Date.now() + lastRunMs * 1.1 + reserveAfter(name) < budgetEnd;
+  const repeat = async (name, fn) => {
+    const out = [];
+    let lastRunMs = 0;
+    for (let r = 0; r < P.runs; r++) {
+      if (r > 0 && !fits(name, lastRunMs)) {
+        results.budget.push(`${name}: ${r} of ${P.runs} runs fitted in the ${P.budgetMs / 60_000} min budget`);
+        log(`  ${name}: stopping after ${r} runs to stay within the time budget`);
+        break;
+      }
+      const t = Date.now();
+      out.push(await fn(r));
+      lastRunMs = Date.now() - t;
+    }
+    return out;
+  };
+
+  // Cases 1 and 7.
+  if (only.includes('api')) {
+    const key = fx.small.keys[0];
+    const sizes = {
+      detail: await responseSize(apiBase, `/api/v1/sites/${fx.small.sites[0]}`, key),
+      list: await responseSize(apiBase, '/api/v1/sites', key),
+      webhooks: await responseSize(apiBase, '/api/v1/webhooks', key),
+    };
+    const basePort = await freePort();
+    const baselineApi = spawnNode('baseline-api', join(BENCH, 'baseline-api.mjs'), {
+      cwd: ROOT,
+      logDir,
+      cpuProfDir: profDir,
+      env: {
+        ...process.env,
+        PORT: String(basePort),
+        DATABASE_URL,
+        REDIS_URL,
+        BASE_KEY_PREFIX: `${PREFIX}:base`,
+        BASE_SITE_ID: fx.small.sites[0],
+        BASE_SIZES: JSON.stringify(sizes),
+        DB_POOL_MAX: '20',
+      },
+    });
+    const baseBase = `http://127.0.0.1:${basePort}`;
+    await waitHttpOk(`${baseBase}/readyz`, { child: baselineApi });
+    const baseSizes = {
+      detail: await responseSize(baseBase, `/api/v1/sites/${fx.small.sites[0]}`, 'tok'),
+      list: await responseSize(baseBase, '/api/v1/sites', 'tok'),
+      webhooks: await responseSize(baseBase, '/api/v1/webhooks', 'tok'),
+    };
+    log(`api: response bytes service ${JSON.stringify(sizes)}, baseline ${JSON.stringify(baseSizes)}`);
+    const { targets, pools } = apiTargets(fx, apiBase, baseBase, { api: api.pid, baseline: baselineApi.pid });
+    results.api = await runApiCases({ targets, runs: P.runs, durationS: P.apiDurationS, warmupS: P.apiWarmupS, connections: P.connections, log, fits: (lastRunMs) => fits('api', lastRunMs), budget: results.budget });
+    results.apiSizes = { service: sizes, baseline: baseSizes };
+    results.apiHotKeys = Object.fromEntries(Object.entries(pools).map(([k, pool]) => [k, pool.hot]));
+    results.rss.baselineApi = readMemory(baselineApi.pid);
+    await stopChild(baselineApi);
+  }
+
+  const publisher = new Publisher({ db, queues, accounts: fx.tp });
+
+  // Case 2.
+  if (only.includes('throughput')) {
+    const gotHelper = await forkHelper('baseline-got', join(BENCH, 'baseline-got.mjs'), {
+      cwd: ROOT,
+      logDir,
+      env: { ...process.env, NODE_EXTRA_CA_CERTS: cert.certPath },
+    });
+    const pids = { dispatcher: dispatcher.pid, api: api.pid, receiver: receiver.pid, publisher: process.pid };
+    const common = { pids, db, receiver, publisher, gotChild: gotHelper.child, receiverUrl, publishConcurrency: P.publishConcurrency, sendConcurrency: DISPATCHER_CONCURRENCY, secret: fx.tp[0].secret };
+    await throughputRun({ ...common, n: P.throughputWarmupN, run: 'warm' });
+    results.throughput = await repeat('throughput', async (r) => {
+      const m = await throughputRun({ ...common, n: P.throughputN, run: r });
+      log(`    CPU ms per delivery — service: ${formatCpu(m.svc.cpuMs, P.throughputN)}; got loop: ${formatCpu(m.baseline.cpuMs, P.throughputN)}`);
+      log(`  throughput run ${r + 1}/${P.runs}: service ${m.svc.perSec.toFixed(0)}/s (publishing took ${m.svc.publishMs.toFixed(0)} ms), got loop ${m.baseline.perSec.toFixed(0)}/s, ratio ${m.ratio.toFixed(2)}; TLS connections opened: service ${m.svc.connections}, got loop ${m.baseline.connections}${m.svc.valid ? '' : ` INVALID ${JSON.stringify(m.svc)}`}`);
+      return m;
+    });
+    await stopChild(gotHelper.child);
+  }
+
+  // Case 3.
+  if (only.includes('latency')) {
+    results.latency = await repeat('latency', async (r) => {
+      const m = await latencyRun({ db, receiver, publisher, queues, rate: P.latencyRate, durationS: P.latencyDurationS, drainMs: P.latencyDrainMs });
+      log(`  latency run ${r + 1}/${P.runs}: p50 ${m.p50.toFixed(1)} p99 ${m.p99.toFixed(1)} max ${m.max.toFixed(1)} ms over ${m.count} events at ${m.achievedRate.toFixed(0)}/s${m.missing ? `; ${m.missing} not received ${P.latencyDrainMs / 1000} s after the last publish (counted as that wait, a lower bound; ${m.purged} purged)` : ''}${m.valid ? '' : ` INVALID errors ${m.errors}`}`);
+      return m;
+    });
+    // The same measurement below the dispatcher's capacity: the pipeline's own latency.
+    results.latencyLow = await repeat('latency', async (r) => {
+      const m = await latencyRun({ db, receiver, publisher, queues, rate: P.latencyLowRate, durationS: P.latencyLowDurationS, drainMs: P.latencyDrainMs });
+      log(`  latency at ${P.latencyLowRate}/s run ${r + 1}/${P.runs}: p50 ${m.p50.toFixed(1)} p99 ${m.p99.toFixed(1)} max ${m.max.toFixed(1)} ms over ${m.count} events${m.missing ? `; ${m.missing} not received in time` : ''}`);
+      return m;
+    });
+  }
+
+  // Case 4.
+  if (only.includes('retry')) {
+    if (P.retryCount > fx.fan.subscriptions.length) throw new Error('retryCount exceeds the fan-out subscriptions');
+    results.retry = await repeat('retry', async (r) => {
+      const m = await retryRun({ db, receiver, queues, fan: fx.fan, m: P.retryCount, leadMs: P.retryLeadMs });
+      log(`  retry run ${r + 1}/${P.runs}: lateness min ${m.min.toFixed(1)} p50 ${m.p50.toFixed(1)} p99 ${m.p99.toFixed(1)} max ${m.max.toFixed(1)} ms, early ${m.early} (jobs queued ${m.queuedBeforeDueMs.toFixed(0)} ms before the first due time)${m.valid ? '' : ` INVALID ${JSON.stringify(m)}`}`);
+      return m;
+    });
+  }
+
+  // Case 5.
+  if (only.includes('fanout')) {
+    results.fanout = await repeat('fanout', async (r) => {
+      const m = await fanoutRun({ db, receiver, queues, siteId: fx.fan.siteId, m: P.fanoutSubs });
+      log(`  fan-out run ${r + 1}/${P.runs}: ${P.fanoutSubs} received after ${m.ms.toFixed(0)} ms${m.valid ? '' : ` INVALID ${JSON.stringify(m.recorded)}`}`);
+      return m;
+    });
+  }
+
+  // Case 6.
+  if (only.includes('memory')) {
+    results.memory = await repeat('memory', async (r) => {
+      const m = await memoryRun({ db, redis: redisAdmin, queues, prefix: PREFIX, fan: fx.fan, pending: P.memoryPending });
+      log(`  memory run ${r + 1}/${P.runs}: ${m.bytesPerPending.toFixed(0)} B per pending delayed delivery (INFO), ${m.keyBytesPerPending.toFixed(0)} B (MEMORY USAGE of the keys)${m.valid ? '' : ` INVALID ${JSON.stringify(m)}`}`);
+      return m;
+    });
+  }
+
+  results.rss.api = readMemory(api.pid);
+  results.rss.dispatcher = readMemory(dispatcher.pid);
+  log(`rss: api ${(results.rss.api.rss / 2 ** 20).toFixed(1)} MiB, dispatcher ${(results.rss.dispatcher.rss / 2 ** 20).toFixed(1)} MiB`);
+
+  // Stop the service gracefully (CPU profiles are written on exit).
+  const codes = { api: await stopChild(api), dispatcher: await stopChild(dispatcher) };
+  await receiver.rpc('close').catch(() => undefined);
+  await stopChild(receiver);
+  await queues.close();
+  await db.destroy();
+
+  results.logs = scanLogs(logDir);
+  const report = buildReport(results, machine, mode);
+  const base = quick ? 'latest-quick' : mode === 'full' ? 'latest' : 'latest-partial';
+  mkdirSync(join(BENCH, 'results'), { recursive: true });
+  writeFileSync(join(BENCH, 'results', `${base}.md`), report.markdown);
+  writeFileSync(join(BENCH, 'results', `${base}.json`), `${JSON.stringify({ machine, mode, params: P, prefix: PREFIX, table: report.table, raw: results, exitCodes: codes }, null, 2)}\n`);
+  console.log(`\n${report.markdown}`);
+  log(`written to bench/results/${base}.md and bench/results/${base}.json`);
+
+  if (profDir) {
+    for (const file of readdirSync(profDir).filter((f) => f.endsWith('.cpuprofile'))) {
+      console.log(`\n${summarizeProfile(join(profDir, file), 20)}`);
+    }
+    log(`CPU profiles in ${profDir}`);
+  }
+  return report.invalid ? 1 : 0;
+}
+
+/** Warnings and errors the service logged during the run (LOG_LEVEL=warn), counted by message. */
+function scanLogs(dir) {
+  const out = {};
+  for (const file of readdirSync(dir).filter((f) => /^(api|dispatcher)/.test(f))) {
+    const counts = {};
+    for (const line of readFileSync(join(dir, file), 'utf8').split('\n')) {
+      if (!line.trim()) continue;
+      let key;
+      try {
+        const entry = JSON.parse(line);
+        key = `${entry.level}: ${entry.message}${entry.error ? ` (${String(entry.error).slice(0, 120)})` : ''}`;
+      } catch {
+        key = `(not JSON) ${line.slice(0, 160)}`;
+      }
+      counts[key] = (counts[key] ?? 0) + 1;
+    }
+    if (Object.keys(counts).length) out[file.replace(/\.log$/, '')] = counts;
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The table
+
+function buildReport(results, machine, mode) {
+  const rows = [];
+  const notes = [];
+  let invalid = false;
+  const per = (arr, fn) => arr.map(fn);
+  const atLeast = (x) => ({ ratio }) => ratio.median >= x;
+
+  if (results.api) {
+    const a = results.api;
+    const runsOf = (key) => a[key] ?? [];
+    const pair = (id, label, extra = {}) => {
+      const svc = runsOf(`${id}:svc`);
+      const base = runsOf(`${id}:base`);
+      const ratio = (f) => svc.map((m, i) => m[f] / base[i][f]);
+      rows.push({ case: '1', figure: `${label} req/s`, format: 'rps', svc: per(svc, (m) => m.reqPerSec), baseline: per(base, (m) => m.reqPerSec), ratio: ratio('reqPerSec'), ...(extra.rps ?? {}) });
+      rows.push({ case: '1', figure: `${label} p50`, unit: 'ms', format: 'ms', svc: per(svc, (m) => m.p50), baseline: per(base, (m) => m.p50), ratio: ratio('p50') });
+      rows.push({ case: '1', figure: `${label} p99`, unit: 'ms', format: 'ms', svc: per(svc, (m) => m.p99), baseline: per(base, (m) => m.p99), ratio: ratio('p99'), ...(extra.p99 ?? {}) });
+    };
+    pair('detail', 'GET /api/v1/sites/{id}', {
+      rps: { target: '≥ 0.80× baseline', met: atLeast(0.8) },
+      p99: { target: '≤ 1.25× baseline', met: ({ ratio }) => ratio.median <= 1.25 },
+    });
+    pair('list', 'GET /api/v1/sites');
+    pair('webhooks', 'GET /api/v1/webhooks');
+    for (const [key, list] of Object.entries(a)) {
+      for (const m of list) {
+        if (m.non2xx || m.errors) {
+          invalid = true;
+          notes.push(`INVALID: ${key} had ${m.non2xx} non-2xx answers and ${m.errors} errors (${JSON.stringify(m.statusCodes)}).`);
+        }
+      }
+    }
+    const cpuLine = (list) => {
+      const sum = {};
+      for (const m of list) for (const [k, v] of Object.entries(m.cpuMsPerRequest ?? {})) sum[k] = (sum[k] ?? 0) + v / list.length;
+      return Object.entries(sum).sort((x, y) => y[1] - x[1]).map(([k, v]) => `${k} ${v.toFixed(2)}`).join(', ');
+    };
+    for (const id of ['detail', 'list', 'webhooks']) {
+      if (runsOf(`${id}:svc`).length && runsOf(`${id}:svc`)[0].cpuMsPerRequest) {
+        notes.push(`Case 1, ${id}: CPU ms per request (mean over runs; "server" is the API or the baseline process, "loadgen" is autocannon; postgres and redis count every backend on the machine) — service: ${cpuLine(runsOf(`${id}:svc`))}; baseline: ${cpuLine(runsOf(`${id}:base`))}.`);
+      }
+    }
+    const hot = Object.entries(results.apiHotKeys).filter(([, n]) => n > 0);
+    if (hot.length) notes.push(`Warning: keys were reused within 61 s (${JSON.stringify(Object.fromEntries(hot))}); a 429 would show as non-2xx above.`);
+    notes.push(
+      `Case 1: autocannon, ${P.connections} connections, ${P.apiDurationS} s per measurement after a ${P.apiWarmupS} s warm-up; every key serves at most 55 requests per minute (keys: ${P.keysSmall} + ${P.keysHundred} + ${P.keysLarge}), so the 60/min limit (default RATE_LIMIT_PER_MINUTE) never triggers. Response bytes, service vs baseline: ${JSON.stringify(results.apiSizes.service)} vs ${JSON.stringify(results.apiSizes.baseline)}.`,
+    );
+    // Case 7.
+    const growth = (figure, small, large, note) => {
+      const s = runsOf(`${small}:svc`);
+      const l = runsOf(`${large}:svc`);
+      rows.push({ case: '7', figure, format: 'rps', unit: 'req/s', svc: per(l, (m) => m.reqPerSec), baseline: per(s, (m) => m.reqPerSec), ratio: l.map((m, i) => m.reqPerSec / s[i].reqPerSec), target: note ?? '≈ 1 (≥ 0.90×)', met: note ? null : atLeast(0.9) });
+    };
+    growth('GET /api/v1/sites/{id}, 10,000 sites (baseline: 10 sites)', 'detail', 'detail-10k');
+    growth('GET /api/v1/sites, 10,000 sites (baseline: 10 sites)', 'list', 'list-10k');
+    growth('GET /api/v1/sites, 10,000 sites (baseline: 100 sites, same payload)', 'list-100', 'list-10k', 'info');
+  }
+
+  if (results.throughput.length) {
+    const t = results.throughput;
+    rows.push({ case: '2', figure: `dispatcher deliveries/s, N=${P.throughputN}`, format: 'rps', unit: '/s', svc: per(t, (m) => m.svc.perSec), baseline: per(t, (m) => m.baseline.perSec), ratio: per(t, (m) => m.ratio), target: '≥ 0.50× got loop', met: atLeast(0.5) });
+    for (const m of t) if (!m.svc.valid) {
+      invalid = true;
+      notes.push(`INVALID throughput run: ${JSON.stringify(m.svc)}`);
+    }
+    notes.push(
+      `Case 2: ${P.throughputN} events through deployPowerUp / completeAiMonitorRun / completeScan (${P.publishConcurrency} at a time) spread over ${P.tpAccounts} accounts with one subscription each (so the per-subscription cap of 10 never binds); DISPATCHER_CONCURRENCY=${DISPATCHER_CONCURRENCY} (default); the got loop posts the same bodies, signed, ${DISPATCHER_CONCURRENCY} at a time over a keep-alive agent. Publishing took ${t.map((m) => (m.svc.publishMs / 1000).toFixed(1)).join(' / ')} s of the service's ${t.map((m) => (m.svc.elapsedMs / 1000).toFixed(1)).join(' / ')} s.`,
+      `Case 2, CPU ms per delivery (run 1, from /proc; postgres and redis count every backend on the machine) — service: ${formatCpu(t[0].svc.cpuMs, P.throughputN)}; got loop: ${formatCpu(t[0].baseline.cpuMs, P.throughputN)}. Postgres transactions committed per delivery (publisher + dispatcher): ${t.map((m) => m.svc.pgCommitsPerDelivery.toFixed(2)).join(' / ')}.`,
+    );
+  }
+
+  if (results.latency.length) {
+    const l = results.latency;
+    const lb = l.some((m) => m.lowerBound) ? 'lower bound: some events not received in time' : undefined;
+    rows.push({ case: '3', figure: `publish → first attempt received, p50 (${P.latencyRate}/s for ${P.latencyDurationS} s)`, unit: 'ms', format: 'ms', svc: per(l, (m) => m.p50), note: lb });
+    rows.push({ case: '3', figure: 'publish → first attempt received, p99', unit: 'ms', format: 'ms', svc: per(l, (m) => m.p99), target: '≤ 100 ms', met: ({ svc }) => svc.median <= 100 });
+    rows.push({ case: '3', figure: 'publish → first attempt received, max', unit: 'ms', format: 'ms', svc: per(l, (m) => m.max) });
+    if (results.latencyLow?.length) {
+      const low = results.latencyLow;
+      rows.push({ case: '3', figure: `same at ${P.latencyLowRate}/s for ${P.latencyLowDurationS} s (below capacity), p50`, unit: 'ms', format: 'ms', svc: per(low, (m) => m.p50), target: 'info' });
+      rows.push({ case: '3', figure: `same at ${P.latencyLowRate}/s, p99`, unit: 'ms', format: 'ms', svc: per(low, (m) => m.p99), target: 'info' });
+    }
+    for (const m of l) if (!m.valid) {
+      invalid = true;
+      notes.push(`INVALID latency run: ${m.errors} publish errors`);
+    }
+    notes.push(
+      `Case 3: achieved publish rate ${l.map((m) => m.achievedRate.toFixed(0)).join(' / ')} events/s; the publisher's own schedule lag p99 ${l.map((m) => m.scheduleLagP99.toFixed(1)).join(' / ')} ms` +
+        (lb ? `; events not received ${P.latencyDrainMs / 1000} s after the last publish: ${l.map((m) => m.missing).join(' / ')} (counted with the time waited, so the figures are lower bounds; the backlog was then purged).` : '.'),
+    );
+  }
+
+  if (results.retry.length) {
+    const r = results.retry;
+    rows.push({ case: '4', figure: `retry lateness, earliest (${P.retryCount} retries due within one second)`, unit: 'ms', format: 'ms', svc: per(r, (m) => m.min), target: '≥ 0 (never early)', met: () => r.every((m) => m.early === 0) });
+    rows.push({ case: '4', figure: 'retry lateness p50', unit: 'ms', format: 'ms', svc: per(r, (m) => m.p50) });
+    rows.push({ case: '4', figure: 'retry lateness p99', unit: 'ms', format: 'ms', svc: per(r, (m) => m.p99), target: '≤ 1000 ms', met: ({ svc }) => svc.median <= 1000 });
+    rows.push({ case: '4', figure: 'retry lateness max', unit: 'ms', format: 'ms', svc: per(r, (m) => m.max) });
+    for (const m of r) if (!m.valid) {
+      invalid = true;
+      notes.push(`INVALID retry run: ${JSON.stringify({ ...m, recorded: m.recorded })}`);
+    }
+    notes.push(`Case 4: ${P.retryCount} deliveries left as after a failed attempt 1 (next_attempt_at spread evenly over one second, ${P.retryLeadMs / 1000} s ahead) with their attempt-2 jobs queued by enqueueDeliveries; lateness = receipt − next_attempt_at; early arrivals: ${r.map((m) => m.early).join(' / ')}.`);
+  }
+
+  if (results.fanout.length) {
+    const f = results.fanout;
+    rows.push({ case: '5', figure: `fan-out: one event to ${P.fanoutSubs} subscriptions, all received`, unit: 'ms', format: 'ms', svc: per(f, (m) => m.ms), target: '≤ 2000 ms', met: ({ svc }) => svc.median <= 2000 });
+    for (const m of f) if (!m.valid) {
+      invalid = true;
+      notes.push(`INVALID fan-out run: ${JSON.stringify(m.recorded)}`);
+    }
+  }
+
+  if (results.memory.length) {
+    const m = results.memory;
+    rows.push({ case: '6', figure: `Redis bytes per pending delayed delivery (INFO used_memory, ${P.memoryPending} pending)`, unit: 'B', format: 'bytes', svc: per(m, (x) => x.bytesPerPending), target: '≤ 1024 B', met: ({ svc }) => svc.median <= 1024 });
+    rows.push({ case: '6', figure: 'same, from MEMORY USAGE of the queue keys (cross-check)', unit: 'B', format: 'bytes', svc: per(m, (x) => x.keyBytesPerPending) });
+    for (const x of m) if (!x.valid) {
+      invalid = true;
+      notes.push(`INVALID memory run: ${JSON.stringify(x)}`);
+    }
+  }
+  if (results.rss.api) {
+    rows.push({ case: '6', figure: 'API RSS at the end of the run', unit: 'MiB', format: 'mib', svc: [results.rss.api.rss], note: `peak ${(results.rss.api.hwm / 2 ** 20).toFixed(1)} MiB` });
+    rows.push({ case: '6', figure: 'dispatcher RSS at the end of the run', unit: 'MiB', format: 'mib', svc: [results.rss.dispatcher.rss], note: `peak ${(results.rss.dispatcher.hwm / 2 ** 20).toFixed(1)} MiB` });
+  }
+
+  for (const line of results.budget) notes.push(`Time budget: ${line}.`);
+  for (const [name, counts] of Object.entries(results.logs ?? {})) {
+    const top = Object.entries(counts).sort((x, y) => y[1] - x[1]).slice(0, 5);
+    notes.push(`The ${name} process logged (LOG_LEVEL=warn): ${top.map(([k, n]) => `${n}× ${k}`).join('; ')}.`);
+  }
+  const table = buildTable(rows);
+  const markdown = toMarkdown(table, { machine, params: P, mode, notes });
+  return { table, markdown, invalid };
+}
+
+// ---------------------------------------------------------------------------------------------
+
+let exitCode = 1;
+try {
+  exitCode = await main();
+} catch (error) {
+  console.error(`bench failed: ${error.stack ?? error}`);
+  console.error(`logs kept in ${logDir}`);
+} finally {
+  await cleanup();
+  clearTimeout(watchdog);
+  if (exitCode === 0) rmSync(tmp, { recursive: true, force: true });
+  log(`done in ${((Date.now() - started) / 1000).toFixed(0)} s`);
+}
+process.exit(exitCode);
