@@ -1,6 +1,7 @@
 import express, { Router, type Express } from 'express';
 import type { Config, Db, Logger, Queues, Redis } from '@svc/core';
 import { authenticate, rateLimit } from './auth/authenticate.js';
+import { KeyCache } from './auth/key-cache.js';
 import { KeyUsageTracker } from './auth/key-usage-tracker.js';
 import { healthRoutes } from './health/health.routes.js';
 import { errorHandler, notFound } from './http/error-handler.js';
@@ -27,9 +28,10 @@ export function createApp(deps: AppDeps): Express {
     logger: deps.logger,
   });
   const usage = new KeyUsageTracker(deps.db, deps.logger);
+  const cache = new KeyCache();
 
   const v1 = Router();
-  v1.use(authenticate({ db: deps.db, usage }), rateLimit(limiter));
+  v1.use(authenticate({ db: deps.db, usage, cache }), rateLimit({ limiter, cache, db: deps.db }));
   v1.use(sitesRoutes({ db: deps.db }));
   v1.use(webhooksRoutes({ db: deps.db, queues: deps.queues, webhookTimeoutMs: deps.config.webhookTimeoutMs }));
 

@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import request from 'supertest';
-import { createApiKey, createSubscription, revokeApiKey, type Scope } from '@svc/core';
+import { createApiKey, createSubscription, revokeApiKey, revokeApiKeyEverywhere, type Scope } from '@svc/core';
 import { ALL_SCOPES, seedAccount, seedSite, waitFor } from '@svc/core/testing';
-import { bearer, createTestApi, waitForIdlePool, type TestApi } from './support.js';
+import { bearer, createTestApi, createUnreachableRedis, waitForIdlePool, whenRedisReady, type TestApi } from './support.js';
 
 let api: TestApi;
 
@@ -86,14 +86,15 @@ describe('Authorization header', () => {
 });
 
 describe('Revoked keys', () => {
-  it('refuses a revoked key with 401 invalid_key at once, in this process and in another one', async () => {
+  it('refuses a revoked key with 401 invalid_key at once, in this process and in another one that had it cached', async () => {
     const { key, keyId } = await seedAccount(api.db, ['read:sites']);
-    const other = createTestApi({ RATE_LIMIT_PER_MINUTE: '1000' }, { db: api.db });
+    const other = createTestApi({ RATE_LIMIT_PER_MINUTE: '1000', QUEUE_PREFIX: api.config.queuePrefix }, { db: api.db });
     try {
+      await whenRedisReady(other.redis);
       expect((await request(api.app).get('/api/v1/sites').set(bearer(key))).status).toBe(200);
       expect((await request(other.app).get('/api/v1/sites').set(bearer(key))).status).toBe(200);
 
-      await revokeApiKey(api.db, keyId);
+      await revokeApiKeyEverywhere({ db: api.db, redis: api.redis, prefix: api.config.queuePrefix }, keyId);
       const here = await request(api.app).get('/api/v1/sites').set(bearer(key));
       const there = await request(other.app).get('/api/v1/sites').set(bearer(key));
 
@@ -103,6 +104,34 @@ describe('Revoked keys', () => {
       expect(row.revoked_at).toBeInstanceOf(Date);
     } finally {
       await other.close();
+    }
+  });
+
+  it('refuses a key revoked only in Postgres at once in a process that had not cached it', async () => {
+    const { key, keyId } = await seedAccount(api.db, ['read:sites']);
+    const fresh = createTestApi({ RATE_LIMIT_PER_MINUTE: '1000', QUEUE_PREFIX: api.config.queuePrefix }, { db: api.db });
+    try {
+      await revokeApiKey(api.db, keyId);
+
+      expectUnauthorized(await request(fresh.app).get('/api/v1/sites').set(bearer(key)), 'invalid_key');
+    } finally {
+      await fresh.close();
+    }
+  });
+
+  it('checks a cached key against Postgres again while Redis is away, so a revocation is not missed', async () => {
+    const { key, keyId } = await seedAccount(api.db, ['read:sites']);
+    const redis = createUnreachableRedis();
+    const offline = createTestApi({ RATE_LIMIT_PER_MINUTE: '1000' }, { db: api.db, redis });
+    try {
+      expect((await request(offline.app).get('/api/v1/sites').set(bearer(key))).status).toBe(200);
+
+      await revokeApiKey(api.db, keyId);
+
+      expectUnauthorized(await request(offline.app).get('/api/v1/sites').set(bearer(key)), 'invalid_key');
+    } finally {
+      await offline.close();
+      redis.disconnect();
     }
   });
 

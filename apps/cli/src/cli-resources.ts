@@ -66,16 +66,22 @@ export class CliResources {
     };
   }
 
-  private queues(): Queues {
-    if (!this.openQueues) {
-      const config = this.config();
-      const redis = createRedis(config.redisUrl, 'fast-fail');
+  /** The Redis connection of this run, opened on first use. */
+  redis(): Redis {
+    if (!this.openRedis) {
+      const redis = createRedis(this.config().redisUrl, 'fast-fail');
       // A one-shot command has nothing to wait for: on the first connection error it stops
-      // reconnecting, so a pending enqueue fails at once and the producer falls back on the
-      // dispatcher's sweep (the event is already committed) instead of hanging.
+      // reconnecting, so a pending command fails at once (a producer then falls back on the
+      // dispatcher's sweep, the event being already committed) instead of hanging.
       redis.on('error', () => redis.disconnect());
       this.openRedis = redis;
-      this.openQueues = createQueues(redis, config.queuePrefix);
+    }
+    return this.openRedis;
+  }
+
+  private queues(): Queues {
+    if (!this.openQueues) {
+      this.openQueues = createQueues(this.redis(), this.config().queuePrefix);
       // The producer reports a failed enqueue through its logger; these would repeat it as stack traces.
       this.openQueues.fanout.on('error', () => undefined);
       this.openQueues.delivery.on('error', () => undefined);

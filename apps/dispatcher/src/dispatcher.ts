@@ -57,6 +57,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
   const client = new WebhookClient({
     timeoutMs: config.webhookTimeoutMs,
     allowPrivateTargets: config.webhookAllowPrivateTargets,
+    maxSocketsPerHost: config.dispatcherConcurrency,
     ...(deps.ca ? { ca: deps.ca } : {}),
   });
   const workerOptions = {

@@ -11,6 +11,7 @@ export * from './sites/site.repository.js';
 export * from './scans/scan.repository.js';
 export * from './keys/api-key.js';
 export * from './keys/key.repository.js';
+export * from './keys/key-revocation.js';
 export * from './webhooks/subscription.repository.js';
 export * from './webhooks/revoke-subscription.js';
 export * from './events/event-types.js';

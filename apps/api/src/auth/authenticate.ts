@@ -1,6 +1,7 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import {
-  findActiveKey,
+  findActiveKeyByHash,
+  hashApiKey,
   InsufficientScopeError,
   InvalidKeyError,
   RateLimitedError,
@@ -10,7 +11,17 @@ import {
   type Scope,
 } from '@svc/core';
 import type { SlidingWindowLimiter } from '../rate-limit/sliding-window-limiter.js';
+import type { KeyCache } from './key-cache.js';
 import type { KeyUsageTracker } from './key-usage-tracker.js';
+
+/** What authenticate() leaves for rateLimit(): the key, its hash, and whether it came from the cache. */
+interface AuthLocals {
+  auth: AuthenticatedKey;
+  keyHash: string;
+  keyFromCache: boolean;
+}
+
+const INVALID_KEY_MESSAGE = 'The API key is unknown, revoked or no longer active.';
 
 const BEARER = /^Bearer +([\x21-\x7e]+)$/i;
 /** Real keys are about 41 characters; anything far longer is not a key and is not hashed or looked up. */
@@ -23,8 +34,12 @@ export function authOf(res: Response): AuthenticatedKey {
   return auth;
 }
 
-/** Spec §5, §7: bearer key → 401 unauthorized (missing or malformed) or 401 invalid_key. */
-export function authenticate(deps: { db: Db; usage: KeyUsageTracker }): RequestHandler {
+/**
+ * Spec §5, §7: bearer key → 401 unauthorized (missing or malformed) or 401 invalid_key. A key
+ * seen in the last KEY_CACHE_TTL_MS comes from the cache; rateLimit() then confirms in the same
+ * Redis call that its revocation has not been announced.
+ */
+export function authenticate(deps: { db: Db; usage: KeyUsageTracker; cache: KeyCache }): RequestHandler {
   return async (req: Request, res: Response, next: NextFunction) => {
     const header = req.get('authorization');
     if (header === undefined || header.trim() === '') {
@@ -35,18 +50,32 @@ export function authenticate(deps: { db: Db; usage: KeyUsageTracker }): RequestH
       throw new UnauthorizedError('The Authorization header is malformed; expected "Bearer <API key>".');
     }
     const token = match[1];
-    const key = token.length <= MAX_KEY_LENGTH ? await findActiveKey(deps.db, token) : undefined;
-    if (!key) throw new InvalidKeyError('The API key is unknown, revoked or no longer active.');
-    res.locals.auth = key;
+    if (token.length > MAX_KEY_LENGTH) throw new InvalidKeyError(INVALID_KEY_MESSAGE);
+    const keyHash = hashApiKey(token);
+    const cached = deps.cache.get(keyHash);
+    const key = cached ?? (await findActiveKeyByHash(deps.db, keyHash));
+    if (!key) throw new InvalidKeyError(INVALID_KEY_MESSAGE);
+    if (!cached) deps.cache.set(keyHash, key);
+    const locals: AuthLocals = { auth: key, keyHash, keyFromCache: cached !== undefined };
+    Object.assign(res.locals, locals);
     deps.usage.noteUse(key);
     next();
   };
 }
 
-/** Spec §7, §8: per key, at most the configured number of requests in any 60 s window. */
-export function rateLimit(limiter: SlidingWindowLimiter): RequestHandler {
+/**
+ * Spec §7, §8: per key, at most the configured number of requests in any 60 s window. The same
+ * Redis call refuses a key whose revocation was announced; while Redis is away, a cached key is
+ * checked against Postgres again, since no announcement can be seen.
+ */
+export function rateLimit(deps: { limiter: SlidingWindowLimiter; cache: KeyCache; db: Db }): RequestHandler {
   return async (_req: Request, res: Response, next: NextFunction) => {
-    const decision = await limiter.consume(authOf(res).id);
+    const { auth, keyHash, keyFromCache } = res.locals as AuthLocals;
+    const decision = await deps.limiter.consume(auth.id);
+    if (decision.revoked || (!decision.shared && keyFromCache && !(await findActiveKeyByHash(deps.db, keyHash)))) {
+      deps.cache.delete(keyHash);
+      throw new InvalidKeyError(INVALID_KEY_MESSAGE);
+    }
     res.set({
       'X-RateLimit-Limit': String(decision.limit),
       'X-RateLimit-Remaining': String(decision.remaining),

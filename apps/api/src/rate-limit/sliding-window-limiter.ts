@@ -1,11 +1,15 @@
 import { randomBytes } from 'node:crypto';
-import type { Logger, Redis } from '@svc/core';
+import { revokedKeyMarker, type Logger, type Redis } from '@svc/core';
 
 /** Spec §7, §8: the window the per-key limit counts over. */
 export const RATE_LIMIT_WINDOW_MS = 60_000;
 
 export interface RateLimitDecision {
   allowed: boolean;
+  /** The key's revocation was announced (revokeApiKeyEverywhere); nothing was counted. */
+  revoked: boolean;
+  /** False when decided by this process alone because Redis did not answer. */
+  shared: boolean;
   limit: number;
   remaining: number;
   /** When the oldest request in the window leaves it, freeing a slot (epoch ms). */
@@ -15,9 +19,13 @@ export interface RateLimitDecision {
 /**
  * An exact sliding window (a log of request times in a sorted set), checked and recorded in one
  * atomic script on Redis's own clock, so every API process shares one count. Refused requests
- * are not recorded: a client that waits is let in again once its window has room.
+ * are not recorded: a client that waits is let in again once its window has room. The same call
+ * first checks the key's revocation marker (KEYS[2]), so a revoked key costs no extra round trip.
  */
 const SLIDING_WINDOW_SCRIPT = `
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  return {-1, 0, 0}
+end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local limit = tonumber(ARGV[1])
@@ -38,7 +46,7 @@ return {allowed, count, reset}
 `;
 
 type SlidingWindowRedis = Redis & {
-  slidingWindow(key: string, limit: number, windowMs: number, member: string): Promise<[number, number, number]>;
+  slidingWindow(key: string, revokedMarker: string, limit: number, windowMs: number, member: string): Promise<[number, number, number]>;
 };
 
 export interface RateLimiterOptions {
@@ -65,7 +73,7 @@ export class SlidingWindowLimiter {
     this.windowMs = options.windowMs ?? RATE_LIMIT_WINDOW_MS;
     const redis = options.redis as SlidingWindowRedis;
     if (typeof redis.slidingWindow !== 'function') {
-      redis.defineCommand('slidingWindow', { numberOfKeys: 1, lua: SLIDING_WINDOW_SCRIPT });
+      redis.defineCommand('slidingWindow', { numberOfKeys: 2, lua: SLIDING_WINDOW_SCRIPT });
     }
     this.redis = redis;
   }
@@ -75,19 +83,27 @@ export class SlidingWindowLimiter {
     return this.degraded;
   }
 
-  /** Counts one request of `subject` if the window has room. */
+  /** Counts one request of key `subject` if the window has room and the key was not revoked. */
   async consume(subject: string): Promise<RateLimitDecision> {
     const limit = this.options.limit;
     try {
       const member = `${this.memberPrefix}${(this.sequence++).toString(36)}`;
       const [allowed, count, reset] = await this.redis.slidingWindow(
         `${this.options.keyPrefix}:rl:${subject}`,
+        revokedKeyMarker(this.options.keyPrefix, subject),
         limit,
         this.windowMs,
         member,
       );
       this.markHealthy();
-      return { allowed: allowed === 1, limit, remaining: Math.max(0, limit - count), resetAtMs: Number(reset) };
+      return {
+        allowed: allowed === 1,
+        revoked: allowed === -1,
+        shared: true,
+        limit,
+        remaining: Math.max(0, limit - count),
+        resetAtMs: Number(reset),
+      };
     } catch (error) {
       this.markDegraded(error as Error);
       return this.consumeLocally(subject);
@@ -102,7 +118,7 @@ export class SlidingWindowLimiter {
     if (allowed) times.push(now);
     this.local.set(subject, times);
     const oldest = times[0] ?? now;
-    return { allowed, limit, remaining: Math.max(0, limit - times.length), resetAtMs: oldest + this.windowMs };
+    return { allowed, revoked: false, shared: false, limit, remaining: Math.max(0, limit - times.length), resetAtMs: oldest + this.windowMs };
   }
 
   private markDegraded(error: Error): void {

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { createApiKey, listApiKeys, revokeApiKey, SCOPES, type ApiKeyListing } from '@svc/core';
+import { createApiKey, listApiKeys, revokeApiKeyEverywhere, SCOPES, type ApiKeyListing } from '@svc/core';
 import { isoDate } from '../output/command-result.js';
 import { parseScopeList, parseText } from '../options/option-parsers.js';
 import { addLeafCommand, type CommandKit } from './command-kit.js';
@@ -62,11 +62,14 @@ export function registerKeysCommands(program: Command, kit: CommandKit): void {
     kit,
     {
       name: 'revoke',
-      description: 'revoke a key; revoking it again keeps the first time',
+      description: 'revoke a key in every API process at once; revoking it again keeps the first time',
       configure: (c) => c.argument('<keyId>', 'the key to revoke', parseText),
     },
     async ({ args, resources }) => {
-      const revoked = await revokeApiKey(resources.db(), args[0] as string);
+      const revoked = await revokeApiKeyEverywhere(
+        { db: resources.db(), redis: resources.redis(), prefix: resources.config().queuePrefix },
+        args[0] as string,
+      );
       return {
         json: { id: revoked.id, revokedAt: isoDate(revoked.revokedAt) },
         lines: [`Revoked key ${revoked.id} at ${isoDate(revoked.revokedAt)}`],

@@ -16,7 +16,8 @@ export interface WebhookClientOptions {
   allowPrivateTargets: boolean;
   /** Extra trusted CAs beyond Node's (tests; operators use NODE_EXTRA_CA_CERTS). */
   ca?: string | Buffer | Array<string | Buffer>;
-  maxSocketsPerHost?: number;
+  /** At least the dispatcher's concurrency. */
+  maxSocketsPerHost: number;
 }
 
 /**
@@ -29,7 +30,9 @@ export class WebhookClient {
   constructor(private readonly options: WebhookClientOptions) {
     this.agent = new Agent({
       keepAlive: true,
-      maxSockets: options.maxSocketsPerHost ?? 64,
+      // As many sockets per host as attempts may be in flight: got's timeout would otherwise
+      // count the wait for a free socket, and an attempt could time out without being sent.
+      maxSockets: options.maxSocketsPerHost,
       maxFreeSockets: 16,
       scheduling: 'lifo',
       // One secure context for every connection: passing `ca` per connection re-parses ~140 roots each time.

@@ -101,10 +101,21 @@ export type RecordResult =
   | { kind: 'failed'; disabledSubscription: boolean; cancelled: Array<{ deliveryId: string; attempt: number }> }
   | { kind: 'stale' };
 
+/** Inserts the attempt row unless the delivery is gone or the attempt is already recorded. */
+const INSERT_ATTEMPT = `
+  INSERT INTO delivery_attempts (delivery_id, n, at, status_code, error, duration_ms, response_excerpt)
+  SELECT :id, :n, :at, :statusCode, :error, :durationMs, :excerpt
+   WHERE EXISTS (SELECT 1 FROM deliveries WHERE id = :id)
+  ON CONFLICT (delivery_id, n) DO NOTHING`;
+
+/** The delivery is still waiting for exactly this attempt's outcome. */
+const STILL_CURRENT = `id = :id AND status = 'pending' AND attempt_count = :n - 1`;
+
 /**
- * Records one attempt and moves the delivery on, in one transaction: delivered (failureCount
- * back to 0), a retry due after the configured delay, or permanently failed (failureCount + 1,
- * and at the threshold the subscription is disabled and its queued deliveries failed unsent).
+ * Records one attempt and moves the delivery on, atomically: delivered (failureCount back to 0),
+ * a retry due after the configured delay, or permanently failed (failureCount + 1, and at the
+ * threshold the subscription is disabled and its queued deliveries failed unsent). The two
+ * common outcomes are one statement each, so one round trip.
  */
 export async function recordAttempt(
   db: Db,
@@ -112,62 +123,60 @@ export async function recordAttempt(
   outcome: AttemptOutcome,
   retryDelaysMs: readonly number[],
 ): Promise<RecordResult> {
+  const { deliveryId, subscriptionId, attempt } = claimed;
+  const params = {
+    id: deliveryId,
+    n: attempt,
+    at: outcome.startedAt,
+    statusCode: outcome.statusCode,
+    error: outcome.error,
+    durationMs: Math.round(outcome.durationMs),
+    excerpt: outcome.responseExcerpt,
+  };
+
+  if (outcome.ok) {
+    const result = await db.raw(
+      `WITH moved AS (
+         UPDATE deliveries SET status = 'delivered', attempt_count = :n, locked_until = NULL,
+                next_attempt_at = NULL, finished_at = clock_timestamp()
+          WHERE ${STILL_CURRENT}
+         RETURNING subscription_id
+       ), attempt AS (${INSERT_ATTEMPT}
+       ), sub AS (
+         UPDATE webhook_subscriptions s SET last_delivery_at = clock_timestamp(), failure_count = 0
+           FROM moved WHERE s.id = moved.subscription_id AND s.status = 'active'
+       )
+       SELECT count(*)::int AS moved FROM moved`,
+      params,
+    );
+    return result.rows[0].moved === 1 ? { kind: 'delivered' } : { kind: 'stale' };
+  }
+
+  if (attempt < MAX_ATTEMPTS) {
+    const delayMs = retryDelaysMs[attempt - 1] ?? 0;
+    const result = await db.raw(
+      `WITH moved AS (
+         UPDATE deliveries SET attempt_count = :n, locked_until = NULL,
+                next_attempt_at = clock_timestamp() + make_interval(secs => :delaySecs)
+          WHERE ${STILL_CURRENT}
+         RETURNING id
+       ), attempt AS (${INSERT_ATTEMPT})
+       SELECT count(*)::int AS moved FROM moved`,
+      { ...params, delaySecs: delayMs / 1000 },
+    );
+    return result.rows[0].moved === 1 ? { kind: 'retry', nextAttempt: attempt + 1, delayMs } : { kind: 'stale' };
+  }
+
   return db.transaction(async (tx) => {
-    const { deliveryId, subscriptionId, attempt } = claimed;
-    const exists = await tx('deliveries').where({ id: deliveryId }).first('id');
-    if (!exists) return { kind: 'stale' } as const;
-    await tx('delivery_attempts')
-      .insert({
-        delivery_id: deliveryId,
-        n: attempt,
-        at: outcome.startedAt,
-        status_code: outcome.statusCode,
-        error: outcome.error,
-        duration_ms: Math.round(outcome.durationMs),
-        response_excerpt: outcome.responseExcerpt,
-      })
-      .onConflict(['delivery_id', 'n'])
-      .ignore();
-    const current = tx('deliveries').where({ id: deliveryId, status: 'pending', attempt_count: attempt - 1 });
-
-    if (outcome.ok) {
-      const updated = await current
-        .clone()
-        .update({ status: 'delivered', attempt_count: attempt, locked_until: null, next_attempt_at: null, finished_at: tx.fn.now(3) })
-        .returning('id');
-      if (updated.length === 0) return { kind: 'stale' } as const;
-      await tx('webhook_subscriptions')
-        .where({ id: subscriptionId, status: 'active' })
-        .update({ last_delivery_at: tx.fn.now(3), failure_count: 0 });
-      return { kind: 'delivered' } as const;
-    }
-
-    if (attempt < MAX_ATTEMPTS) {
-      const delayMs = retryDelaysMs[attempt - 1] ?? 0;
-      const updated = await current
-        .clone()
-        .update({
-          attempt_count: attempt,
-          locked_until: null,
-          next_attempt_at: tx.raw('clock_timestamp() + make_interval(secs => ?)', [delayMs / 1000]),
-        })
-        .returning('id');
-      if (updated.length === 0) return { kind: 'stale' } as const;
-      return { kind: 'retry', nextAttempt: attempt + 1, delayMs } as const;
-    }
-
-    const updated = await current
-      .clone()
-      .update({
-        status: 'failed',
-        attempt_count: attempt,
-        locked_until: null,
-        next_attempt_at: null,
-        finished_at: tx.fn.now(3),
-        failure_reason: 'attempts exhausted',
-      })
-      .returning('id');
-    if (updated.length === 0) return { kind: 'stale' } as const;
+    await tx.raw(INSERT_ATTEMPT, params);
+    const moved = await tx.raw(
+      `UPDATE deliveries SET status = 'failed', attempt_count = :n, locked_until = NULL, next_attempt_at = NULL,
+              finished_at = clock_timestamp(), failure_reason = 'attempts exhausted'
+        WHERE ${STILL_CURRENT}
+       RETURNING id`,
+      params,
+    );
+    if (moved.rows.length === 0) return { kind: 'stale' } as const;
     return { kind: 'failed', ...(await countPermanentFailure(tx, subscriptionId)) } as const;
   });
 }
@@ -205,36 +214,38 @@ export async function failDeliveryOfDisabledSubscription(db: DbOrTx, deliveryId:
 }
 
 /**
- * Fan-out (idempotent): one delivery per active subscription of the event's account whose
- * events hold its type or `*`, then the first attempt of each still waiting for one.
+ * Fan-out (idempotent, one statement): one delivery per active subscription of the event's
+ * account whose events hold its type or `*`, and the first attempts still to be made — those
+ * created now and any a previous run created but did not get to queue.
  */
 export async function fanOutEvent(
   db: Db,
   eventId: string,
 ): Promise<{ firstAttempts: Array<{ deliveryId: string; subscriptionId: string }> }> {
-  return db.transaction(async (tx) => {
-    const event = await tx('events').where({ id: eventId }).first('id', 'account_id', 'type');
-    if (!event) return { firstAttempts: [] };
-    await tx.raw(
-      `INSERT INTO deliveries (id, event_id, subscription_id, status, attempt_count, next_attempt_at)
-       SELECT 'dlv_' || replace(gen_random_uuid()::text, '-', ''), :eventId, s.id, 'pending', 0, clock_timestamp()
-         FROM webhook_subscriptions s
-        WHERE s.account_id = :accountId AND s.status = 'active'
-          AND (s.events @> ARRAY[:type]::text[] OR s.events @> ARRAY['*']::text[])
-       ON CONFLICT (event_id, subscription_id) DO NOTHING`,
-      { eventId, accountId: event.account_id, type: event.type },
-    );
-    const waiting = await tx('deliveries')
-      .where({ event_id: eventId, status: 'pending', attempt_count: 0 })
-      .select('id', 'subscription_id');
-    await tx('events').where({ id: eventId }).whereNull('fanned_out_at').update({ fanned_out_at: tx.fn.now(3) });
-    return {
-      firstAttempts: waiting.map((row: { id: string; subscription_id: string }) => ({
-        deliveryId: row.id,
-        subscriptionId: row.subscription_id,
-      })),
-    };
-  });
+  const result = await db.raw(
+    `WITH event AS (
+       UPDATE events SET fanned_out_at = COALESCE(fanned_out_at, clock_timestamp())
+        WHERE id = :eventId
+       RETURNING id, account_id, type
+     ), created AS (
+       INSERT INTO deliveries (id, event_id, subscription_id, status, attempt_count, next_attempt_at)
+       SELECT 'dlv_' || replace(gen_random_uuid()::text, '-', ''), event.id, s.id, 'pending', 0, clock_timestamp()
+         FROM event JOIN webhook_subscriptions s ON s.account_id = event.account_id
+        WHERE s.status = 'active' AND (s.events @> ARRAY[event.type] OR s.events @> ARRAY['*'])
+       ON CONFLICT (event_id, subscription_id) DO NOTHING
+       RETURNING id, subscription_id
+     )
+     SELECT id, subscription_id FROM created
+     UNION ALL
+     SELECT id, subscription_id FROM deliveries WHERE event_id = :eventId AND status = 'pending' AND attempt_count = 0`,
+    { eventId },
+  );
+  return {
+    firstAttempts: result.rows.map((row: { id: string; subscription_id: string }) => ({
+      deliveryId: row.id,
+      subscriptionId: row.subscription_id,
+    })),
+  };
 }
 
 /** Pending deliveries due for a while with no attempt on the wire: their job may be lost. */

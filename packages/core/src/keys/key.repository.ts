@@ -99,7 +99,11 @@ export async function revokeApiKey(db: DbOrTx, keyId: string): Promise<{ id: str
 
 /** The active key whose hash matches the presented key, or undefined (unknown or revoked). */
 export async function findActiveKey(db: DbOrTx, presentedKey: string): Promise<AuthenticatedKey | undefined> {
-  const hash = hashApiKey(presentedKey);
+  return findActiveKeyByHash(db, hashApiKey(presentedKey));
+}
+
+/** As findActiveKey, for a caller that already hashed the presented key. */
+export async function findActiveKeyByHash(db: DbOrTx, hash: string): Promise<AuthenticatedKey | undefined> {
   const row = await db('api_keys')
     .where({ key_hash: hash })
     .whereNull('revoked_at')
