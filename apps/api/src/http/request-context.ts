@@ -9,6 +9,11 @@ export function requestContext(logger: Logger) {
     const started = process.hrtime.bigint();
     res.locals.requestId = requestId;
     res.set('Request-Id', requestId);
+    // When the level is off, skip the line entirely: winston would build and format it only to drop it.
+    if (!logger.isLevelEnabled('http')) {
+      next();
+      return;
+    }
     res.on('finish', () => {
       const auth = res.locals.auth as { id?: string; accountId?: string } | undefined;
       logger.http('request', {

@@ -12,7 +12,11 @@ function knexLog(log: DbLog | undefined) {
   return { warn: (m: unknown) => write(text(m)), error: (m: unknown) => write(text(m)), deprecate: (m: unknown) => write(text(m)), debug: () => undefined };
 }
 
-/** A knex pool on PostgreSQL. */
+/**
+ * A knex pool on PostgreSQL. Hot queries pass `.options({ name: 'svc_…' })`, which pg turns into a
+ * named prepared statement per connection (parsed and planned once); a name must always stand for
+ * the same SQL text.
+ */
 export function createDb(databaseUrl: string, options: { poolMax?: number; log?: DbLog } = {}): Db {
   return knexFactory({
     client: 'pg',

@@ -59,7 +59,7 @@ export async function claimAttempt(db: Db, deliveryId: string, attempt: number, 
        LEFT JOIN sub ON sub.id = d.subscription_id
       WHERE d.id = :id`,
     { id: deliveryId, previous: attempt - 1, leaseSecs: leaseMs / 1000 },
-  );
+  ).options({ name: 'svc_claim_attempt' });
   const row = result.rows[0];
   if (!row) return { claimed: false, refusal: { reason: 'gone' } };
   if (row.claimed === 1) {
@@ -148,7 +148,7 @@ export async function recordAttempt(
        )
        SELECT count(*)::int AS moved FROM moved`,
       params,
-    );
+    ).options({ name: 'svc_record_delivered' });
     return result.rows[0].moved === 1 ? { kind: 'delivered' } : { kind: 'stale' };
   }
 
@@ -163,7 +163,7 @@ export async function recordAttempt(
        ), attempt AS (${INSERT_ATTEMPT})
        SELECT count(*)::int AS moved FROM moved`,
       { ...params, delaySecs: delayMs / 1000 },
-    );
+    ).options({ name: 'svc_record_retry' });
     return result.rows[0].moved === 1 ? { kind: 'retry', nextAttempt: attempt + 1, delayMs } : { kind: 'stale' };
   }
 
@@ -239,7 +239,7 @@ export async function fanOutEvent(
      UNION ALL
      SELECT id, subscription_id FROM deliveries WHERE event_id = :eventId AND status = 'pending' AND attempt_count = 0`,
     { eventId },
-  );
+  ).options({ name: 'svc_fan_out_event' });
   return {
     firstAttempts: result.rows.map((row: { id: string; subscription_id: string }) => ({
       deliveryId: row.id,

@@ -107,7 +107,8 @@ export async function findActiveKeyByHash(db: DbOrTx, hash: string): Promise<Aut
   const row = await db('api_keys')
     .where({ key_hash: hash })
     .whereNull('revoked_at')
-    .first('id', 'account_id', 'scopes', 'key_hash', 'last_used_at');
+    .first('id', 'account_id', 'scopes', 'key_hash', 'last_used_at')
+    .options({ name: 'svc_find_active_key' });
   if (!row || !hashesEqual(row.key_hash, hash)) return undefined;
   return { id: row.id, accountId: row.account_id, scopes: parseScopes(row.scopes), lastUsedAt: row.last_used_at };
 }

@@ -74,7 +74,8 @@ export async function listSites(db: DbOrTx, accountId: string, limit = SITES_LIS
       { column: 'id', order: 'desc' },
     ])
     .limit(limit)
-    .select(SUMMARY_COLUMNS)) as SiteRow[];
+    .select(SUMMARY_COLUMNS)
+    .options({ name: `svc_list_sites_${limit}` })) as SiteRow[];
   return rows.map(toSummary);
 }
 
@@ -92,7 +93,7 @@ export async function getSiteDetail(db: DbOrTx, accountId: string, siteId: strin
        ) l ON true
       WHERE s.id = ? AND s.account_id = ?`,
     [siteId, accountId],
-  );
+  ).options({ name: 'svc_site_detail' });
   const row = result.rows[0] as (SiteRow & { scan_id: string | null; scan_score: number | null; scan_completed_at: Date | null }) | undefined;
   if (!row) throw new NotFoundError('No site with this id exists in your account.');
   const latestScan: LatestScan | null =

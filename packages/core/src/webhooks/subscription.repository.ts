@@ -54,7 +54,8 @@ export async function listSubscriptions(db: DbOrTx, accountId: string): Promise<
       { column: 'created_at', order: 'desc' },
       { column: 'id', order: 'desc' },
     ])
-    .select('id', 'url', 'events', 'status', 'created_at', 'last_delivery_at', 'failure_count');
+    .select('id', 'url', 'events', 'status', 'created_at', 'last_delivery_at', 'failure_count')
+    .options({ name: 'svc_list_subscriptions' });
   return rows.map((row) => ({
     id: row.id,
     url: row.url,
