@@ -92,4 +92,17 @@ describe('delivering an event to its subscribers', () => {
     expect(ai.data).toEqual({ runId: run.id, siteId: tenant.site.id, domain: tenant.site.domain, compositeScore: 71 });
     expect(pu.data).toEqual({ deploymentId: deployment.id, siteId: tenant.site.id, powerUpId: 'pu_faq' });
   });
+
+  it('reuses its keep-alive connection for attempts that follow one another', async () => {
+    const tenant = await seedTenant(h);
+    await tenant.subscribe('/ok/keep-alive', ['ai_check.completed']);
+    const before = h.receiver.tlsConnections;
+
+    for (let i = 1; i <= 10; i += 1) {
+      await completeAiMonitorRun(producer(), { siteId: tenant.site.id, compositeScore: i });
+      await waitFor(() => h.receiver.to('/ok/keep-alive').length === i, 10_000, `delivery ${i}`);
+    }
+
+    expect(h.receiver.tlsConnections - before).toBeLessThanOrEqual(1);
+  });
 });

@@ -33,7 +33,8 @@ export class WebhookClient {
       // As many sockets per host as attempts may be in flight: got's timeout would otherwise
       // count the wait for a free socket, and an attempt could time out without being sent.
       maxSockets: options.maxSocketsPerHost,
-      maxFreeSockets: 16,
+      // Keep every socket of a busy moment: closing the extras only to reopen them costs a TLS handshake each.
+      maxFreeSockets: options.maxSocketsPerHost,
       scheduling: 'lifo',
       // One secure context for every connection: passing `ca` per connection re-parses ~140 roots each time.
       ...(options.ca ? { secureContext: createSecureContext({ ca: withSystemRoots(options.ca) }) } : {}),
@@ -89,10 +90,12 @@ export class WebhookClient {
       const chunks: Buffer[] = [];
       let kept = 0;
       let read = 0;
-      const done = () => {
+      const finish = (dropConnection: boolean) => {
         if (statusCode === undefined) return;
         resolve({ statusCode, excerpt: Buffer.concat(chunks).toString('utf8') });
-        stream.destroy();
+        // Only a response cut short needs its connection dropped; a finished one goes back to the
+        // keep-alive pool (destroying it would cost a TLS handshake on the next attempt).
+        if (dropConnection) stream.destroy();
       };
       stream.on('response', (response: { statusCode: number }) => {
         statusCode = response.statusCode;
@@ -104,12 +107,12 @@ export class WebhookClient {
           chunks.push(slice);
           kept += slice.length;
         }
-        if (read >= RESPONSE_READ_LIMIT_BYTES) done();
+        if (read >= RESPONSE_READ_LIMIT_BYTES) finish(true);
       });
-      stream.on('end', done);
+      stream.on('end', () => finish(false));
       stream.on('error', (error: Error) => {
         // A status already received is the receiver's answer, even if the body then breaks off.
-        if (statusCode !== undefined) done();
+        if (statusCode !== undefined) finish(true);
         else reject(error);
       });
     });

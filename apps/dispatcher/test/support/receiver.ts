@@ -46,6 +46,8 @@ export interface ReceivedRequest {
  */
 export class Receiver {
   readonly requests: ReceivedRequest[] = [];
+  /** TLS connections accepted so far: attempts that reuse keep-alive connections do not add to it. */
+  tlsConnections = 0;
   private readonly sockets = new Set<Socket>();
   private readonly perDelivery = new Map<string, number>();
   private readonly server: Server;
@@ -98,6 +100,9 @@ export class Receiver {
         answer();
         res.writeHead(200, { 'content-type': 'text/plain' }).end('ok');
       });
+    });
+    this.server.on('secureConnection', () => {
+      this.tlsConnections += 1;
     });
     this.server.on('connection', (socket: Socket) => {
       this.sockets.add(socket);
