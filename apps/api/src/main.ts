@@ -1,23 +1,8 @@
 import { createServer } from 'node:http';
-import {
-  ConfigError,
-  createDb,
-  createLogger,
-  createQueues,
-  createRedis,
-  loadConfig,
-  waitForRedisReady,
-  type Config,
-} from '@svc/core';
+import { createDb, createLogger, createQueues, createRedis, loadConfigOrExit, waitForRedisReady } from '@svc/core';
 import { createApp } from './app.js';
 
-let config: Config;
-try {
-  config = loadConfig();
-} catch (error) {
-  console.error(error instanceof ConfigError ? error.message : String(error));
-  process.exit(1);
-}
+const config = loadConfigOrExit();
 
 const logger = createLogger(config.logLevel, { service: 'api' });
 const db = createDb(config.databaseUrl, { poolMax: config.dbPoolMax });

@@ -1,13 +1,7 @@
-import { ConfigError, createDb, createLogger, loadConfig, type Config } from '@svc/core';
+import { createDb, createLogger, loadConfigOrExit } from '@svc/core';
 import { createDispatcher } from './dispatcher.js';
 
-let config: Config;
-try {
-  config = loadConfig();
-} catch (error) {
-  console.error(error instanceof ConfigError ? error.message : String(error));
-  process.exit(1);
-}
+const config = loadConfigOrExit();
 
 const logger = createLogger(config.logLevel, { service: 'dispatcher' });
 const db = createDb(config.databaseUrl, { poolMax: config.dbPoolMax });

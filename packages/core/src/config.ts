@@ -113,3 +113,13 @@ function parseQueuePrefix(env: Env): string {
   }
   return prefix;
 }
+
+/** For a process's main: the configuration, or one line on stderr naming the bad variable and exit 1. */
+export function loadConfigOrExit(env: Env = process.env): Config {
+  try {
+    return loadConfig(env);
+  } catch (error) {
+    console.error(error instanceof ConfigError ? error.message : `invalid configuration: ${String(error)}`);
+    process.exit(1);
+  }
+}

@@ -1,0 +1,74 @@
+import { describe, expect, it } from '@jest/globals';
+import { ConfigError, loadConfig } from '../src/config.js';
+
+describe('loadConfig', () => {
+  it('gives the operator contract’s defaults when nothing is set, frozen', () => {
+    const config = loadConfig({});
+
+    expect(config).toMatchObject({
+      databaseUrl: 'postgres://postgres@127.0.0.1:5432/svc',
+      redisUrl: 'redis://127.0.0.1:6379',
+      port: 3000,
+      logLevel: 'info',
+      rateLimitPerMinute: 60,
+      webhookTimeoutMs: 10_000,
+      webhookRetryDelaysMs: [60_000, 300_000, 1_800_000, 7_200_000, 43_200_000, 86_400_000],
+      webhookAllowPrivateTargets: false,
+    });
+    expect(Object.isFrozen(config)).toBe(true);
+    expect(Object.isFrozen(config.webhookRetryDelaysMs)).toBe(true);
+  });
+
+  it('reads every variable it is given', () => {
+    const config = loadConfig({
+      DATABASE_URL: 'postgresql://u@db:5433/x',
+      REDIS_URL: 'rediss://cache:6380',
+      PORT: '8080',
+      LOG_LEVEL: 'DEBUG',
+      RATE_LIMIT_PER_MINUTE: '120',
+      WEBHOOK_TIMEOUT_MS: '2500',
+      WEBHOOK_RETRY_DELAYS_MS: '1, 2,3,4,5,6',
+      WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
+    });
+
+    expect(config).toMatchObject({
+      databaseUrl: 'postgresql://u@db:5433/x',
+      redisUrl: 'rediss://cache:6380',
+      port: 8080,
+      logLevel: 'debug',
+      rateLimitPerMinute: 120,
+      webhookTimeoutMs: 2500,
+      webhookRetryDelaysMs: [1, 2, 3, 4, 5, 6],
+      webhookAllowPrivateTargets: true,
+    });
+  });
+
+  it.each([
+    ['DATABASE_URL', 'not a url'],
+    ['DATABASE_URL', 'mysql://root@localhost/x'],
+    ['REDIS_URL', 'http://localhost:6379'],
+    ['PORT', 'abc'],
+    ['PORT', '70000'],
+    ['LOG_LEVEL', 'loud'],
+    ['RATE_LIMIT_PER_MINUTE', '0'],
+    ['RATE_LIMIT_PER_MINUTE', '1.5'],
+    ['WEBHOOK_TIMEOUT_MS', '-1'],
+    ['WEBHOOK_RETRY_DELAYS_MS', '1,2,3,4,5'],
+    ['WEBHOOK_RETRY_DELAYS_MS', '1,2,3,4,5,6,7'],
+    ['WEBHOOK_RETRY_DELAYS_MS', '1,2,3,x,5,6'],
+    ['WEBHOOK_ALLOW_PRIVATE_TARGETS', 'maybe'],
+    ['QUEUE_PREFIX', 'has space'],
+  ])('refuses %s=%p with a ConfigError naming the variable', (variable, value) => {
+    let thrown: unknown;
+    try {
+      loadConfig({ [variable]: value });
+    } catch (error) {
+      thrown = error;
+    }
+
+    expect(thrown).toBeInstanceOf(ConfigError);
+    expect((thrown as ConfigError).variable).toBe(variable);
+    expect((thrown as ConfigError).message).toContain(variable);
+    expect((thrown as ConfigError).message).not.toContain('\n');
+  });
+});
