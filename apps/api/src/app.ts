@@ -2,6 +2,8 @@ import express, { Router, type Express } from 'express';
 import type { Config, Db, Logger, Queues, Redis } from '@svc/core';
 import { authenticate, rateLimit } from './auth/authenticate.js';
 import { KeyCache } from './auth/key-cache.js';
+
+export { KeyCache };
 import { KeyUsageTracker } from './auth/key-usage-tracker.js';
 import { healthRoutes } from './health/health.routes.js';
 import { errorHandler, notFound } from './http/error-handler.js';
@@ -17,6 +19,8 @@ export interface AppDeps {
   redis: Redis;
   queues: Pick<Queues, 'delivery'>;
   logger: Logger;
+  /** The key cache, when main.ts wires Postgres revocation notifications to it; else one of its own. */
+  keyCache?: KeyCache;
 }
 
 /** Builds the API; it never listens (main.ts does), so tests drive it with supertest. */
@@ -28,7 +32,7 @@ export function createApp(deps: AppDeps): Express {
     logger: deps.logger,
   });
   const usage = new KeyUsageTracker(deps.db, deps.logger);
-  const cache = new KeyCache();
+  const cache = deps.keyCache ?? new KeyCache();
 
   const v1 = Router();
   v1.use(authenticate({ db: deps.db, usage, cache }), rateLimit({ limiter, cache, db: deps.db }));

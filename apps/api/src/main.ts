@@ -1,6 +1,14 @@
 import { createServer } from 'node:http';
-import { createDb, createLogger, createQueues, createRedis, loadConfigOrExit, waitForRedisReady } from '@svc/core';
-import { createApp } from './app.js';
+import {
+  createDb,
+  createLogger,
+  createQueues,
+  createRedis,
+  loadConfigOrExit,
+  RevocationListener,
+  waitForRedisReady,
+} from '@svc/core';
+import { createApp, KeyCache } from './app.js';
 
 const config = loadConfigOrExit();
 
@@ -17,7 +25,17 @@ if (!(await waitForRedisReady(redis, 5_000))) {
   logger.warn('Redis is not answering; starting with the per-process rate limit');
 }
 
-const server = createServer(createApp({ config, db, redis, queues, logger }));
+// Cached keys are trusted only while revocation notifications from Postgres are sure to arrive.
+const keyCache = new KeyCache();
+keyCache.setTrusted(false);
+const revocations = new RevocationListener(
+  config.databaseUrl,
+  { onRevoked: (keyId) => keyCache.deleteKey(keyId), onConnectionChange: (listening) => keyCache.setTrusted(listening) },
+  logger,
+);
+await revocations.start();
+
+const server = createServer(createApp({ config, db, redis, queues, logger, keyCache }));
 server.keepAliveTimeout = 65_000;
 server.listen(config.port, () => {
   const address = server.address();
@@ -33,6 +51,7 @@ async function stop(signal: string): Promise<void> {
     server.close(() => resolve());
     server.closeIdleConnections();
   });
+  await revocations.stop();
   await queues.close().catch(() => undefined);
   redis.disconnect();
   queueRedis.disconnect();

@@ -3,7 +3,15 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import request from 'supertest';
 import { createApiKey, createSubscription, revokeApiKey, revokeApiKeyEverywhere, type Scope } from '@svc/core';
 import { ALL_SCOPES, seedAccount, seedSite, waitFor } from '@svc/core/testing';
-import { bearer, createTestApi, createUnreachableRedis, waitForIdlePool, whenRedisReady, type TestApi } from './support.js';
+import {
+  bearer,
+  createListeningTestApi,
+  createTestApi,
+  createUnreachableRedis,
+  waitForIdlePool,
+  whenRedisReady,
+  type TestApi,
+} from './support.js';
 
 let api: TestApi;
 
@@ -116,6 +124,30 @@ describe('Revoked keys', () => {
       expectUnauthorized(await request(fresh.app).get('/api/v1/sites').set(bearer(key)), 'invalid_key');
     } finally {
       await fresh.close();
+    }
+  });
+
+  it('drops a cached key as soon as Postgres announces its revocation, however it was revoked', async () => {
+    const { key, keyId } = await seedAccount(api.db, ['read:sites']);
+    const listening = await createListeningTestApi({ RATE_LIMIT_PER_MINUTE: '1000' }, { db: api.db });
+    try {
+      expect((await request(listening.app).get('/api/v1/sites').set(bearer(key))).status).toBe(200);
+      expect((await request(listening.app).get('/api/v1/sites').set(bearer(key))).status).toBe(200);
+
+      await api.db('api_keys').where({ id: keyId }).update({ revoked_at: api.db.fn.now() });
+
+      // The notification travels after the commit; this waits for it, bounded, never a fixed sleep.
+      const refused = await waitFor(
+        async () => {
+          const res = await request(listening.app).get('/api/v1/sites').set(bearer(key));
+          return res.status === 401 && res;
+        },
+        2_000,
+        'the revocation notification to reach the process',
+      );
+      expectUnauthorized(refused, 'invalid_key');
+    } finally {
+      await listening.close();
     }
   });
 

@@ -1,7 +1,17 @@
 import type { Express } from 'express';
-import { createDb, createLogger, createQueues, createRedis, type Config, type Db, type Queues, type Redis } from '@svc/core';
+import {
+  createDb,
+  createLogger,
+  createQueues,
+  createRedis,
+  RevocationListener,
+  type Config,
+  type Db,
+  type Queues,
+  type Redis,
+} from '@svc/core';
 import { testConfig, waitFor } from '@svc/core/testing';
-import { createApp } from '../src/app.js';
+import { createApp, KeyCache } from '../src/app.js';
 
 export interface TestApi {
   app: Express;
@@ -17,14 +27,42 @@ export interface TestApi {
  * A `db` or `redis` passed in `shared` is used instead of a fresh one and stays the caller's to close.
  */
 export function createTestApi(overrides: Record<string, string> = {}, shared?: { db?: Db; redis?: Redis }): TestApi {
+  return assemble(overrides, shared);
+}
+
+/**
+ * As createTestApi, plus what main.ts adds: the key cache trusted only while a Postgres
+ * revocation listener is connected. Resolves once it listens.
+ */
+export async function createListeningTestApi(overrides: Record<string, string> = {}, shared?: { db?: Db }): Promise<TestApi> {
+  const keyCache = new KeyCache();
+  keyCache.setTrusted(false);
   const config = testConfig(overrides);
+  const listener = new RevocationListener(
+    config.databaseUrl,
+    { onRevoked: (keyId) => keyCache.deleteKey(keyId), onConnectionChange: (listening) => keyCache.setTrusted(listening) },
+    createLogger('error', { silent: true }),
+  );
+  await listener.start();
+  const api = assemble(overrides, shared, keyCache, config);
+  return {
+    ...api,
+    async close() {
+      await listener.stop();
+      await api.close();
+    },
+  };
+}
+
+function assemble(overrides: Record<string, string>, shared?: { db?: Db; redis?: Redis }, keyCache?: KeyCache, fixed?: Config): TestApi {
+  const config = fixed ?? testConfig(overrides);
   const db = shared?.db ?? createDb(config.databaseUrl, { poolMax: 5 });
   const redis = shared?.redis ?? createRedis(config.redisUrl, 'fast-fail');
   redis.on('error', () => undefined);
   const queueRedis = createRedis(config.redisUrl, 'bullmq');
   const queues = createQueues(queueRedis, config.queuePrefix);
   const logger = createLogger('error', { silent: true });
-  const app = createApp({ config, db, redis, queues, logger });
+  const app = createApp({ config, db, redis, queues, logger, ...(keyCache ? { keyCache } : {}) });
   return {
     app,
     config,

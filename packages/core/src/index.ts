@@ -12,6 +12,7 @@ export * from './scans/scan.repository.js';
 export * from './keys/api-key.js';
 export * from './keys/key.repository.js';
 export * from './keys/key-revocation.js';
+export * from './keys/revocation-listener.js';
 export * from './webhooks/subscription.repository.js';
 export * from './webhooks/revoke-subscription.js';
 export * from './events/event-types.js';

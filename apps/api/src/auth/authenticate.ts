@@ -53,9 +53,10 @@ export function authenticate(deps: { db: Db; usage: KeyUsageTracker; cache: KeyC
     if (token.length > MAX_KEY_LENGTH) throw new InvalidKeyError(INVALID_KEY_MESSAGE);
     const keyHash = hashApiKey(token);
     const cached = deps.cache.get(keyHash);
+    const generation = deps.cache.currentGeneration();
     const key = cached ?? (await findActiveKeyByHash(deps.db, keyHash));
     if (!key) throw new InvalidKeyError(INVALID_KEY_MESSAGE);
-    if (!cached) deps.cache.set(keyHash, key);
+    if (!cached) deps.cache.set(keyHash, key, generation);
     const locals: AuthLocals = { auth: key, keyHash, keyFromCache: cached !== undefined };
     Object.assign(res.locals, locals);
     deps.usage.noteUse(key);

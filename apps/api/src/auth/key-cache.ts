@@ -8,16 +8,26 @@ interface Entry {
 }
 
 /**
- * Keys this process looked up recently, by the SHA-256 of the presented key. An entry is only
- * trusted together with the rate-limit script's revocation check (apps/api/src/auth/authenticate.ts),
- * and never while the limiter is on its per-process fallback.
+ * Keys this process looked up recently, by the SHA-256 of the presented key. An entry is trusted
+ * only together with the rate-limit script's revocation marker check (authenticate.ts), while
+ * the process hears Postgres's revocation notifications (when a listener is wired), and never
+ * while the limiter is on its per-process fallback.
  */
 export class KeyCache {
   private readonly entries = new Map<string, Entry>();
+  private trusted = true;
+  /** Moves on every invalidation, so a lookup that raced with one is not cached. */
+  private generation = 0;
 
   constructor(private readonly ttlMs = KEY_CACHE_TTL_MS) {}
 
+  /** The current generation, to pass to set() after a database read that began now. */
+  currentGeneration(): number {
+    return this.generation;
+  }
+
   get(hash: string): AuthenticatedKey | undefined {
+    if (!this.trusted) return undefined;
     const entry = this.entries.get(hash);
     if (!entry) return undefined;
     if (entry.expiresAt <= Date.now()) {
@@ -27,7 +37,9 @@ export class KeyCache {
     return entry.key;
   }
 
-  set(hash: string, key: AuthenticatedKey): void {
+  /** Caches a key read from Postgres, unless an invalidation happened since the read began. */
+  set(hash: string, key: AuthenticatedKey, readAtGeneration: number): void {
+    if (!this.trusted || readAtGeneration !== this.generation) return;
     if (this.entries.size >= MAX_ENTRIES) {
       const oldest = this.entries.keys().next().value;
       if (oldest !== undefined) this.entries.delete(oldest);
@@ -36,6 +48,20 @@ export class KeyCache {
   }
 
   delete(hash: string): void {
+    this.generation += 1;
     this.entries.delete(hash);
+  }
+
+  /** Drops every entry of a key (its revocation was announced). */
+  deleteKey(keyId: string): void {
+    this.generation += 1;
+    for (const [hash, entry] of this.entries) if (entry.key.id === keyId) this.entries.delete(hash);
+  }
+
+  /** While untrusted (revocations might be missed) nothing is served from or put in the cache. */
+  setTrusted(trusted: boolean): void {
+    this.generation += 1;
+    this.trusted = trusted;
+    if (!trusted) this.entries.clear();
   }
 }
