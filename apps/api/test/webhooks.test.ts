@@ -276,7 +276,7 @@ describe('POST /api/v1/webhooks', () => {
 
     it('refuses a small gzip body that inflates past the limit with 413 and stores nothing', async () => {
       const { accountId, key } = await seedAccount(api.db, ['write:webhooks']);
-      const bomb = gzipSync(JSON.stringify({ url: HOOK_URL, events: ['*'], padding: 'x'.repeat(1024 * 1024) }));
+      const bomb = gzipSync(JSON.stringify({ url: HOOK_URL, events: ['*'], padding: 'x'.repeat(3 * 1024 * 1024) }));
       expect(bomb.length).toBeLessThan(16 * 1024);
 
       const call = post(key).set('Content-Type', 'application/json').set('Content-Encoding', 'gzip');
@@ -336,19 +336,29 @@ describe('POST /api/v1/webhooks', () => {
     });
   });
 
-  it('refuses a 100 KB body with 413 payload_too_large in the envelope and stores nothing', async () => {
+  it('answers a 20,000-character url with invalid_url, not with the size limit', async () => {
     const { accountId, key } = await seedAccount(api.db, ['write:webhooks']);
 
-    const res = await post(key).send({ url: HOOK_URL, events: ['*'], padding: 'x'.repeat(100 * 1024) });
+    const res = await post(key).send({ url: `https://hooks.example.com/${'a'.repeat(20_000)}`, events: ['*'] });
+
+    expect(res.status).toBe(400);
+    expect(res.body.error.code).toBe('invalid_url');
+    expect(await api.db('webhook_subscriptions').where({ account_id: accountId })).toHaveLength(0);
+  });
+
+  it('refuses a 2 MB body with 413 payload_too_large in the envelope and stores nothing', async () => {
+    const { accountId, key } = await seedAccount(api.db, ['write:webhooks']);
+
+    const res = await post(key).send({ url: HOOK_URL, events: ['*'], padding: 'x'.repeat(2 * 1024 * 1024) });
 
     expect(res.status).toBe(413);
     expect(res.body).toEqual({ error: { code: 'payload_too_large', message: expect.any(String) } });
     expect(await storedSubscriptions(accountId)).toEqual([]);
   });
 
-  it('refuses a 100 KB body sent chunked, without Content-Length, with 413 and stores nothing', async () => {
+  it('refuses a 2 MB body sent chunked, without Content-Length, with 413 and stores nothing', async () => {
     const { accountId, key } = await seedAccount(api.db, ['write:webhooks']);
-    const body = JSON.stringify({ url: HOOK_URL, events: ['*'], padding: 'x'.repeat(100 * 1024) });
+    const body = JSON.stringify({ url: HOOK_URL, events: ['*'], padding: 'x'.repeat(2 * 1024 * 1024) });
 
     const call = post(key).set('Content-Type', 'application/json');
     for (let at = 0; at < body.length; at += 16 * 1024) call.write(body.slice(at, at + 16 * 1024));

@@ -20,6 +20,7 @@ const LOG_LEVELS: readonly LogLevel[] = ['error', 'warn', 'info', 'http', 'verbo
 
 /** The number of delays before attempts 2..7 (spec §6.3: 7 attempts in all). */
 export const RETRY_DELAY_COUNT = 6;
+const MAX_RETRY_DELAY_MS = 30 * 24 * 60 * 60 * 1000;
 
 /** A configuration value that cannot be used; the message names the variable. */
 export class ConfigError extends Error {
@@ -76,7 +77,9 @@ function parseDelays(env: Env, name: string, fallback: string): number[] {
   }
   return parts.map((part) => {
     if (!/^\d+$/.test(part)) throw new ConfigError(name, `has a delay that is not a whole number of ms: "${part}"`);
-    return Number(part);
+    const delay = Number(part);
+    if (delay > MAX_RETRY_DELAY_MS) throw new ConfigError(name, `has a delay over 30 days: ${part}`);
+    return delay;
   });
 }
 

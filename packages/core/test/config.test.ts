@@ -56,6 +56,7 @@ describe('loadConfig', () => {
     ['WEBHOOK_RETRY_DELAYS_MS', '1,2,3,4,5'],
     ['WEBHOOK_RETRY_DELAYS_MS', '1,2,3,4,5,6,7'],
     ['WEBHOOK_RETRY_DELAYS_MS', '1,2,3,x,5,6'],
+    ['WEBHOOK_RETRY_DELAYS_MS', '1,2,3,4,5,99999999999999999999'],
     ['WEBHOOK_ALLOW_PRIVATE_TARGETS', 'maybe'],
     ['QUEUE_PREFIX', 'has space'],
   ])('refuses %s=%p with a ConfigError naming the variable', (variable, value) => {

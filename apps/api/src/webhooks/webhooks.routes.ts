@@ -12,8 +12,11 @@ import { authOf, requireScope } from '../auth/authenticate.js';
 import { requireIdShape } from '../http/path-params.js';
 import { parseCreateSubscription } from './webhooks.schemas.js';
 
-/** Bodies past this get 413; a subscription needs well under 1 KB. */
-export const WEBHOOK_BODY_LIMIT = '16kb';
+/**
+ * Bodies past this get 413. Far above what a subscription needs, so that an over-long url is
+ * answered by its own rule (invalid_url) rather than by the size limit.
+ */
+export const WEBHOOK_BODY_LIMIT = '1mb';
 
 function requireBody(req: Request, _res: Response, next: NextFunction): void {
   const length = req.get('content-length');

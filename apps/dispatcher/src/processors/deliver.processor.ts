@@ -1,5 +1,6 @@
 import { DelayedError, type Job } from 'bullmq';
 import {
+  ATTEMPT_LEASE_MARGIN_MS,
   claimAttempt,
   enqueueDeliveries,
   failDeliveryOfDisabledSubscription,
@@ -16,8 +17,6 @@ import type { SubscriptionSlots } from './subscription-slots.js';
 
 /** How long to put back a job whose subscription has no free slot in this process. */
 const SLOT_BUSY_DELAY_MS = 200;
-/** Added to the delivery timeout for the lease: the time to record the attempt after the POST. */
-const LEASE_MARGIN_MS = 5_000;
 
 export interface DeliverDeps {
   db: Db;
@@ -61,7 +60,7 @@ export function createDeliverProcessor(deps: DeliverDeps) {
       await putBack(job, token, SLOT_BUSY_DELAY_MS + Math.random() * SLOT_BUSY_DELAY_MS);
     }
     try {
-      const claim = await claimAttempt(deps.db, deliveryId, attempt, deps.webhookTimeoutMs + LEASE_MARGIN_MS);
+      const claim = await claimAttempt(deps.db, deliveryId, attempt, deps.webhookTimeoutMs + ATTEMPT_LEASE_MARGIN_MS);
       if (!claim.claimed) {
         const { refusal } = claim;
         if (refusal.reason === 'not-due' || refusal.reason === 'in-flight-elsewhere') {

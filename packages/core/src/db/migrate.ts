@@ -4,6 +4,8 @@ import { createDb } from './knex.js';
 
 const MIGRATIONS_DIR = fileURLToPath(new URL('../../../../../migrations', import.meta.url));
 const DUPLICATE_DATABASE = '42P04';
+/** Two CREATE DATABASE at once can also surface as a unique violation on pg_database. */
+const UNIQUE_VIOLATION = '23505';
 
 /** Creates the database named in the URL when it does not exist yet (safe to race). */
 export async function ensureDatabase(databaseUrl: string): Promise<boolean> {
@@ -21,7 +23,8 @@ export async function ensureDatabase(databaseUrl: string): Promise<boolean> {
       await client.query(`CREATE DATABASE ${pg.escapeIdentifier(name)}`);
       return true;
     } catch (error) {
-      if ((error as { code?: string }).code === DUPLICATE_DATABASE) return false;
+      const code = (error as { code?: string }).code;
+      if (code === DUPLICATE_DATABASE || code === UNIQUE_VIOLATION) return false;
       throw error;
     }
   } finally {

@@ -4,6 +4,9 @@ import { AUTO_DISABLE_THRESHOLD } from '../webhooks/subscription.repository.js';
 /** Spec §3.3, §8: attempts per delivery. */
 export const MAX_ATTEMPTS = 7;
 
+/** An attempt's lease is the delivery timeout plus this: time to record the outcome after the POST. */
+export const ATTEMPT_LEASE_MARGIN_MS = 5_000;
+
 export type DeliveryStatus = 'pending' | 'delivered' | 'failed';
 
 /** What the sender needs for one claimed attempt. The secret stays in memory, never in job data. */
@@ -108,6 +111,13 @@ const INSERT_ATTEMPT = `
    WHERE EXISTS (SELECT 1 FROM deliveries WHERE id = :id)
   ON CONFLICT (delivery_id, n) DO NOTHING`;
 
+/**
+ * Every statement that locks both a subscription and one of its deliveries takes the
+ * subscription first (as the claim does, FOR SHARE): with one order there is no deadlock when
+ * many deliveries of one subscription finish at once (the moment auto-disable exists for).
+ */
+const LOCK_SUBSCRIPTION = `SELECT id FROM webhook_subscriptions WHERE id = :subscriptionId FOR NO KEY UPDATE`;
+
 /** The delivery is still waiting for exactly this attempt's outcome. */
 const STILL_CURRENT = `id = :id AND status = 'pending' AND attempt_count = :n - 1`;
 
@@ -126,6 +136,7 @@ export async function recordAttempt(
   const { deliveryId, subscriptionId, attempt } = claimed;
   const params = {
     id: deliveryId,
+    subscriptionId,
     n: attempt,
     at: outcome.startedAt,
     statusCode: outcome.statusCode,
@@ -136,10 +147,11 @@ export async function recordAttempt(
 
   if (outcome.ok) {
     const result = await db.raw(
-      `WITH moved AS (
+      `WITH locked_sub AS (${LOCK_SUBSCRIPTION}
+       ), moved AS (
          UPDATE deliveries SET status = 'delivered', attempt_count = :n, locked_until = NULL,
                 next_attempt_at = NULL, finished_at = clock_timestamp()
-          WHERE ${STILL_CURRENT}
+          WHERE ${STILL_CURRENT} AND EXISTS (SELECT 1 FROM locked_sub)
          RETURNING subscription_id
        ), attempt AS (${INSERT_ATTEMPT}
        ), sub AS (
@@ -148,7 +160,7 @@ export async function recordAttempt(
        )
        SELECT count(*)::int AS moved FROM moved`,
       params,
-    ).options({ name: 'svc_record_delivered' });
+    ).options({ name: 'svc_record_delivered_v2' });
     return result.rows[0].moved === 1 ? { kind: 'delivered' } : { kind: 'stale' };
   }
 
@@ -168,6 +180,7 @@ export async function recordAttempt(
   }
 
   return db.transaction(async (tx) => {
+    await tx.raw(LOCK_SUBSCRIPTION, params);
     await tx.raw(INSERT_ATTEMPT, params);
     const moved = await tx.raw(
       `UPDATE deliveries SET status = 'failed', attempt_count = :n, locked_until = NULL, next_attempt_at = NULL,

@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Db } from '../db/knex.js';
+import { ATTEMPT_LEASE_MARGIN_MS } from '../deliveries/delivery.repository.js';
 import { removeDeliveryJobs, type Queues } from '../queues/queues.js';
 import { deleteSubscriptionRows, hasAttemptInFlight, markSubscriptionDeleting } from './subscription.repository.js';
 
@@ -13,14 +14,14 @@ export interface RevokeDeps {
 }
 
 /**
- * Revokes a subscription (spec §3.2): no attempt starts once this begins, an attempt already on
- * the wire is waited for (at most the delivery timeout), then the subscription, its deliveries
+ * Revokes a subscription (spec §3.2): no attempt starts once this begins, an attempt already
+ * claimed is waited for (at most as long as its lease can last), then the subscription, its deliveries
  * and their attempts are deleted and the queued retries cancelled. When this returns, nothing
  * more reaches the receiver.
  */
 export async function revokeSubscription(deps: RevokeDeps, accountId: string, subscriptionId: string): Promise<void> {
   await markSubscriptionDeleting(deps.db, accountId, subscriptionId);
-  const deadline = Date.now() + deps.webhookTimeoutMs + 2_000;
+  const deadline = Date.now() + deps.webhookTimeoutMs + ATTEMPT_LEASE_MARGIN_MS + 1_000;
   while (Date.now() < deadline && (await hasAttemptInFlight(deps.db, accountId, subscriptionId))) {
     await sleep(IN_FLIGHT_POLL_MS);
   }
