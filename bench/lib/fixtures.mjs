@@ -1,7 +1,6 @@
 // The benchmark's own database (never the dev `svc` nor the test `svc_test`) and its data:
 // small things through the @svc/core functions an operator's `svc` command uses, bulk things
 // (10,000 sites, thousands of keys, 1,000 subscriptions) through plain SQL inserts.
-import pg from 'pg';
 import {
   createAccount,
   createApiKey,
@@ -11,6 +10,7 @@ import {
   hashApiKey,
   KEY_DISPLAY_LENGTH,
   markScanCompleted,
+  dropDatabase,
   migrateToLatest,
   newId,
   randomHex,
@@ -22,15 +22,7 @@ export async function resetDatabase(databaseUrl) {
   const url = new URL(databaseUrl);
   const name = decodeURIComponent(url.pathname.slice(1));
   if (!/bench/.test(name)) throw new Error(`refusing to reset database "${name}": its name must contain "bench"`);
-  const admin = new URL(databaseUrl);
-  admin.pathname = '/postgres';
-  const client = new pg.Client({ connectionString: admin.toString() });
-  await client.connect();
-  try {
-    await client.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(name)} WITH (FORCE)`);
-  } finally {
-    await client.end();
-  }
+  await dropDatabase(databaseUrl);
   return migrateToLatest(databaseUrl);
 }
 

@@ -7,14 +7,31 @@ const DUPLICATE_DATABASE = '42P04';
 /** Two CREATE DATABASE at once can also surface as a unique violation on pg_database. */
 const UNIQUE_VIOLATION = '23505';
 
+/** A client on the server's `postgres` database, for creating and dropping databases. */
+function adminClient(databaseUrl: string): pg.Client {
+  const admin = new URL(databaseUrl);
+  admin.pathname = '/postgres';
+  return new pg.Client({ connectionString: admin.toString() });
+}
+
+/** Drops the database named in the URL, closing its connections (tests and benchmarks only). */
+export async function dropDatabase(databaseUrl: string): Promise<void> {
+  const name = decodeURIComponent(new URL(databaseUrl).pathname.replace(/^\//, ''));
+  const client = adminClient(databaseUrl);
+  await client.connect();
+  try {
+    await client.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(name)} WITH (FORCE)`);
+  } finally {
+    await client.end();
+  }
+}
+
 /** Creates the database named in the URL when it does not exist yet (safe to race). */
 export async function ensureDatabase(databaseUrl: string): Promise<boolean> {
   const url = new URL(databaseUrl);
   const name = decodeURIComponent(url.pathname.replace(/^\//, ''));
   if (!name) throw new Error('DATABASE_URL names no database');
-  const admin = new URL(databaseUrl);
-  admin.pathname = '/postgres';
-  const client = new pg.Client({ connectionString: admin.toString() });
+  const client = adminClient(databaseUrl);
   await client.connect();
   try {
     const found = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);

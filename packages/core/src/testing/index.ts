@@ -1,6 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import pg from 'pg';
-import { migrateToLatest } from '../db/migrate.js';
+import { dropDatabase, migrateToLatest } from '../db/migrate.js';
 import { createAccount } from '../accounts/account.repository.js';
 import { loadConfig, type Config } from '../config.js';
 import type { Db } from '../db/knex.js';
@@ -72,16 +71,6 @@ export async function createIsolatedDatabase(): Promise<{ url: string; drop(): P
   await migrateToLatest(url.toString());
   return {
     url: url.toString(),
-    async drop() {
-      const admin = new URL(TEST_DATABASE_URL);
-      admin.pathname = '/postgres';
-      const client = new pg.Client({ connectionString: admin.toString() });
-      await client.connect();
-      try {
-        await client.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(name)} WITH (FORCE)`);
-      } finally {
-        await client.end();
-      }
-    },
+    drop: () => dropDatabase(url.toString()),
   };
 }
