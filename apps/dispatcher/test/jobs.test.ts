@@ -14,13 +14,7 @@ const LONG_DELAYS = Array(6).fill('600000').join(',');
 
 /** Every value stored under the harness's queue prefix in Redis, whatever the key type. */
 async function everythingInRedis(h: Harness): Promise<string> {
-  const keys: string[] = [];
-  let cursor = '0';
-  do {
-    const [next, batch] = await h.redis.scan(cursor, 'MATCH', `${h.config.queuePrefix}:*`, 'COUNT', 1000);
-    cursor = next;
-    keys.push(...batch);
-  } while (cursor !== '0');
+  const keys = await h.queueKeys();
   const values: unknown[] = [];
   for (const key of keys) {
     const type = await h.redis.type(key);

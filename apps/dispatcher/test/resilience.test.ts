@@ -69,13 +69,7 @@ describe('nothing is lost', () => {
     const eventIds = await publishBurst(tenant.site.id, BURST / 2);
     await waitFor(() => h.receiver.to('/slow/10/flush').length >= 15, 30_000, 'the burst to be under way');
 
-    const keys: string[] = [];
-    let cursor = '0';
-    do {
-      const [next, batch] = await h.redis.scan(cursor, 'MATCH', `${h.config.queuePrefix}:*`, 'COUNT', 1000);
-      cursor = next;
-      keys.push(...batch);
-    } while (cursor !== '0');
+    const keys = await h.queueKeys();
     expect(keys.length).toBeGreaterThan(0);
     await h.redis.unlink(...keys);
 

@@ -27,6 +27,8 @@ export interface Harness {
   certificate: TestCertificate;
   dispatchers: Dispatcher[];
   startDispatcher(overrides?: Record<string, string>, options?: { trustReceiver?: boolean }): Dispatcher;
+  /** Every Redis key under this harness's queue prefix. */
+  queueKeys(): Promise<string[]>;
   close(): Promise<void>;
 }
 
@@ -70,6 +72,16 @@ export async function createHarness(overrides: Record<string, string> = {}): Pro
       dispatcher.start();
       dispatchers.push(dispatcher);
       return dispatcher;
+    },
+    async queueKeys() {
+      const keys: string[] = [];
+      let cursor = '0';
+      do {
+        const [next, batch] = await redis.scan(cursor, 'MATCH', `${config.queuePrefix}:*`, 'COUNT', 1000);
+        cursor = next;
+        keys.push(...batch);
+      } while (cursor !== '0');
+      return keys;
     },
     async close() {
       await Promise.all(dispatchers.map((dispatcher) => dispatcher.stop()));
