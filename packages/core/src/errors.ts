@@ -1,9 +1,14 @@
 /**
- * Typed errors for every handled failure. The API maps them to the spec's envelope in one
- * place (apps/api/src/http/error-handler.ts); nothing maps errors by message text.
+ * Typed errors for every handled failure. Each type carries its own HTTP status, so the API's
+ * one error middleware (apps/api/src/http/error-handler.ts) maps any of them to the spec's
+ * envelope and a new error type cannot fall through to a silent 500. Nothing maps errors by
+ * message text.
  */
 export abstract class DomainError extends Error {
+  /** Stable, machine-readable (spec §2.1, §7). */
   abstract readonly code: string;
+  /** The HTTP status this error is answered with, a 4xx: a 5xx never carries the envelope. */
+  abstract readonly status: number;
   constructor(message: string) {
     super(message);
     this.name = new.target.name;
@@ -12,11 +17,14 @@ export abstract class DomainError extends Error {
 
 export class NotFoundError extends DomainError {
   readonly code = 'not_found';
+  readonly status = 404;
 }
 
 export type ValidationCode = 'invalid_body' | 'invalid_url' | 'invalid_events';
 
+/** A request body that cannot be used; 400 (docs/api-behaviour.md: the spec leaves the status open). */
 export class ValidationError extends DomainError {
+  readonly status = 400;
   constructor(
     readonly code: ValidationCode,
     message: string,
@@ -27,14 +35,17 @@ export class ValidationError extends DomainError {
 
 export class UnauthorizedError extends DomainError {
   readonly code = 'unauthorized';
+  readonly status = 401;
 }
 
 export class InvalidKeyError extends DomainError {
   readonly code = 'invalid_key';
+  readonly status = 401;
 }
 
 export class InsufficientScopeError extends DomainError {
   readonly code = 'insufficient_scope';
+  readonly status = 403;
   constructor(readonly scope: string) {
     super(`This API key lacks the scope "${scope}" that this endpoint requires.`);
   }
@@ -42,18 +53,22 @@ export class InsufficientScopeError extends DomainError {
 
 export class RateLimitedError extends DomainError {
   readonly code = 'rate_limited';
+  readonly status = 429;
 }
 
 export class PayloadTooLargeError extends DomainError {
   readonly code = 'payload_too_large';
+  readonly status = 413;
 }
 
 /** Bad input to an operator command (svc) or a producer function. */
 export class InputError extends DomainError {
   readonly code = 'invalid_input';
+  readonly status = 400;
 }
 
 /** A state change that the current state does not allow (completing a failed scan, say). */
 export class ConflictError extends DomainError {
   readonly code = 'conflict';
+  readonly status = 409;
 }

@@ -1,18 +1,5 @@
 import type { ErrorRequestHandler, NextFunction, Request, Response } from 'express';
-import { DomainError, NotFoundError, PayloadTooLargeError, ValidationError, type Logger } from '@svc/core';
-
-/** The one place where handled errors become HTTP statuses (spec §7; docs/api-behaviour.md for the unspecified ones). */
-const STATUS_BY_CODE: Record<string, number> = {
-  unauthorized: 401,
-  invalid_key: 401,
-  insufficient_scope: 403,
-  not_found: 404,
-  rate_limited: 429,
-  invalid_body: 400,
-  invalid_url: 400,
-  invalid_events: 400,
-  payload_too_large: 413,
-};
+import { DomainError, NotFoundError, PayloadTooLargeError, RateLimitedError, ValidationError, type Logger } from '@svc/core';
 
 /** Spec §7, §8: a refused request may try again after this many seconds. */
 const RETRY_AFTER_SECONDS = '60';
@@ -50,7 +37,7 @@ export function notFound(req: Request, _res: Response, next: NextFunction): void
   next(new NotFoundError(`No endpoint ${req.method} ${req.path}.`));
 }
 
-/** Maps typed errors to the envelope; everything else is a bare 500 with nothing internal in it. */
+/** Maps typed errors to the envelope at the status their type carries; everything else is a bare 500 with nothing internal in it. */
 export function errorHandler(logger: Logger): ErrorRequestHandler {
   return (error: unknown, req: Request, res: Response, next: NextFunction) => {
     if (res.headersSent) {
@@ -58,9 +45,9 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
       return;
     }
     const handled = error instanceof DomainError ? error : (fromBodyParser(error) ?? fromRouter(error));
-    const status = handled ? STATUS_BY_CODE[handled.code] : undefined;
-    if (handled && status) {
-      if (handled.code === 'rate_limited') res.set('Retry-After', RETRY_AFTER_SECONDS);
+    if (handled) {
+      const { status } = handled;
+      if (handled instanceof RateLimitedError) res.set('Retry-After', RETRY_AFTER_SECONDS);
       if (status === 401) res.set('WWW-Authenticate', 'Bearer');
       res.status(status).json({ error: { code: handled.code, message: handled.message } });
       return;
