@@ -1,10 +1,11 @@
-import type { Db } from '../db/knex.js';
-import { InputError, NotFoundError } from '../errors.js';
-import { newId } from '../ids.js';
+import type { Db, DbOrTx } from '../db/knex.js';
+import { NotFoundError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { enqueueFanout, type Queues } from '../queues/queues.js';
+import { insertAiMonitorRun, type AiMonitorRun } from '../ai-monitor/ai-run.repository.js';
+import { assertPowerUpId, insertPowerUpDeployment, type PowerUpDeployment } from '../power-ups/deployment.repository.js';
 import { assertScore, markScanCompleted, type Scan } from '../scans/scan.repository.js';
-import { findSiteById } from '../sites/site.repository.js';
+import { findSiteById, type SiteSummary } from '../sites/site.repository.js';
 import { insertEvent } from './event.repository.js';
 
 /** What a producer needs: the database, the fan-out queue, and a logger for a failed enqueue. */
@@ -40,33 +41,31 @@ async function announce(deps: ProducerDeps, eventId: string): Promise<void> {
   }
 }
 
-/** Records a completed scan and its `scan.completed` event in one transaction, then enqueues it. */
-export async function completeScan(
-  deps: ProducerDeps,
-  input: { scanId: string; score: number },
-): Promise<{ scan: Scan; eventId: string }> {
-  const score = assertScore(input.score);
-  const result = await deps.db.transaction(async (tx) => {
-    const scan = await markScanCompleted(tx, input.scanId, score);
-    const site = await findSiteById(tx, scan.siteId);
-    if (!site) throw new NotFoundError(`site ${scan.siteId} does not exist`);
-    const event = await insertEvent(tx, site.accountId, 'scan.completed', {
-      scanId: scan.id,
-      siteId: site.id,
-      domain: site.domain,
-      score,
-    });
-    return { scan, eventId: event.id };
-  });
+/**
+ * The one producer sequence (operator contract §4): record the fact and its event in one
+ * transaction, then announce the event. `record` returns the fact and the event's id.
+ */
+async function produce<T>(deps: ProducerDeps, record: (tx: DbOrTx) => Promise<T & { eventId: string }>): Promise<T & { eventId: string }> {
+  const result = await deps.db.transaction(record);
   await announce(deps, result.eventId);
   return result;
 }
 
-export interface AiMonitorRun {
-  id: string;
-  siteId: string;
-  compositeScore: number;
-  completedAt: Date;
+async function requireSite(tx: DbOrTx, siteId: string): Promise<SiteSummary & { accountId: string }> {
+  const site = await findSiteById(tx, siteId);
+  if (!site) throw new NotFoundError(`site ${siteId} does not exist`);
+  return site;
+}
+
+/** Records a completed scan and its `scan.completed` event in one transaction, then enqueues it. */
+export async function completeScan(deps: ProducerDeps, input: { scanId: string; score: number }): Promise<{ scan: Scan; eventId: string }> {
+  const score = assertScore(input.score);
+  return produce(deps, async (tx) => {
+    const scan = await markScanCompleted(tx, input.scanId, score);
+    const site = await requireSite(tx, scan.siteId);
+    const event = await insertEvent(tx, site.accountId, 'scan.completed', { scanId: scan.id, siteId: site.id, domain: site.domain, score });
+    return { scan, eventId: event.id };
+  });
 }
 
 /** Records a completed AI Monitor run and its `ai_check.completed` event, then enqueues it. */
@@ -75,30 +74,12 @@ export async function completeAiMonitorRun(
   input: { siteId: string; compositeScore: number },
 ): Promise<{ run: AiMonitorRun; eventId: string }> {
   const compositeScore = assertScore(input.compositeScore, 'compositeScore');
-  const result = await deps.db.transaction(async (tx) => {
-    const site = await findSiteById(tx, input.siteId);
-    if (!site) throw new NotFoundError(`site ${input.siteId} does not exist`);
-    const [row] = await tx('ai_monitor_runs')
-      .insert({ id: newId('run'), site_id: site.id, composite_score: compositeScore })
-      .returning(['id', 'completed_at']);
-    const event = await insertEvent(tx, site.accountId, 'ai_check.completed', {
-      runId: row.id,
-      siteId: site.id,
-      domain: site.domain,
-      compositeScore,
-    });
-    const run: AiMonitorRun = { id: row.id, siteId: site.id, compositeScore, completedAt: row.completed_at };
+  return produce(deps, async (tx) => {
+    const site = await requireSite(tx, input.siteId);
+    const run = await insertAiMonitorRun(tx, site.id, compositeScore);
+    const event = await insertEvent(tx, site.accountId, 'ai_check.completed', { runId: run.id, siteId: site.id, domain: site.domain, compositeScore });
     return { run, eventId: event.id };
   });
-  await announce(deps, result.eventId);
-  return result;
-}
-
-export interface PowerUpDeployment {
-  id: string;
-  siteId: string;
-  powerUpId: string;
-  deployedAt: Date;
 }
 
 /** Records a successful Power-Up deployment and its `power_up.deployed` event, then enqueues it. */
@@ -106,22 +87,11 @@ export async function deployPowerUp(
   deps: ProducerDeps,
   input: { siteId: string; powerUpId: string },
 ): Promise<{ deployment: PowerUpDeployment; eventId: string }> {
-  const powerUpId = input.powerUpId.trim();
-  if (!powerUpId || powerUpId.length > 200) throw new InputError('powerUpId must be 1-200 characters');
-  const result = await deps.db.transaction(async (tx) => {
-    const site = await findSiteById(tx, input.siteId);
-    if (!site) throw new NotFoundError(`site ${input.siteId} does not exist`);
-    const [row] = await tx('power_up_deployments')
-      .insert({ id: newId('dep'), site_id: site.id, power_up_id: powerUpId })
-      .returning(['id', 'deployed_at']);
-    const event = await insertEvent(tx, site.accountId, 'power_up.deployed', {
-      deploymentId: row.id,
-      siteId: site.id,
-      powerUpId,
-    });
-    const deployment: PowerUpDeployment = { id: row.id, siteId: site.id, powerUpId, deployedAt: row.deployed_at };
+  const powerUpId = assertPowerUpId(input.powerUpId);
+  return produce(deps, async (tx) => {
+    const site = await requireSite(tx, input.siteId);
+    const deployment = await insertPowerUpDeployment(tx, site.id, powerUpId);
+    const event = await insertEvent(tx, site.accountId, 'power_up.deployed', { deploymentId: deployment.id, siteId: site.id, powerUpId });
     return { deployment, eventId: event.id };
   });
-  await announce(deps, result.eventId);
-  return result;
 }

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Db } from '../db/knex.js';
-import { ATTEMPT_LEASE_MARGIN_MS } from '../deliveries/delivery.repository.js';
+import { ATTEMPT_LEASE_MARGIN_MS } from '../deliveries/delivery-limits.js';
 import { removeDeliveryJobs, type Queues } from '../queues/queues.js';
 import { deleteSubscriptionRows, hasAttemptInFlight, markSubscriptionDeleting } from './subscription.repository.js';
 

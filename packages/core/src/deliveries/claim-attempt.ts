@@ -1,0 +1,81 @@
+import type { Db } from '../db/knex.js';
+
+/** What the sender needs for one claimed attempt. The secret stays in memory, never in job data. */
+export interface ClaimedAttempt {
+  deliveryId: string;
+  subscriptionId: string;
+  eventId: string;
+  eventType: string;
+  body: string;
+  url: string;
+  secret: string;
+  attempt: number;
+}
+
+/** Why an attempt was not claimed, so the processor can do the one right thing. */
+export type ClaimRefusal =
+  | { reason: 'gone' }
+  | { reason: 'finished' }
+  | { reason: 'already-attempted' }
+  | { reason: 'subscription-disabled' }
+  | { reason: 'subscription-deleting' }
+  | { reason: 'not-due'; retryInMs: number }
+  | { reason: 'in-flight-elsewhere'; retryInMs: number };
+
+export type ClaimResult = { claimed: true; attempt: ClaimedAttempt } | { claimed: false; refusal: ClaimRefusal };
+
+/**
+ * Takes the lease of one attempt: only when the delivery is pending, this attempt is the next,
+ * it is due, no other dispatcher holds it and the subscription is active. The subscription row
+ * is read FOR SHARE so a concurrent revocation either waits for this lease or is seen here.
+ */
+export async function claimAttempt(db: Db, deliveryId: string, attempt: number, leaseMs: number): Promise<ClaimResult> {
+  const result = await db.raw(
+    `WITH sub AS (
+       SELECT s.id, s.status, s.url, s.secret FROM webhook_subscriptions s
+        WHERE s.id = (SELECT subscription_id FROM deliveries WHERE id = :id)
+        FOR SHARE
+     ), claimed AS (
+       UPDATE deliveries d SET locked_until = clock_timestamp() + make_interval(secs => :leaseSecs)
+         FROM sub
+        WHERE d.id = :id AND d.status = 'pending' AND d.attempt_count = :previous AND sub.status = 'active'
+          AND (d.locked_until IS NULL OR d.locked_until <= clock_timestamp())
+          AND d.next_attempt_at <= clock_timestamp()
+       RETURNING d.id
+     )
+     SELECT d.id, d.subscription_id, d.event_id, d.status, d.attempt_count,
+            GREATEST(0, EXTRACT(EPOCH FROM (d.next_attempt_at - clock_timestamp())) * 1000)::float8 AS due_in_ms,
+            GREATEST(0, EXTRACT(EPOCH FROM (d.locked_until - clock_timestamp())) * 1000)::float8 AS locked_for_ms,
+            sub.status AS sub_status, sub.url, sub.secret, e.type, e.body,
+            (SELECT count(*) FROM claimed)::int AS claimed
+       FROM deliveries d
+       JOIN events e ON e.id = d.event_id
+       LEFT JOIN sub ON sub.id = d.subscription_id
+      WHERE d.id = :id`,
+    { id: deliveryId, previous: attempt - 1, leaseSecs: leaseMs / 1000 },
+  ).options({ name: 'svc_claim_attempt' });
+  const row = result.rows[0];
+  if (!row) return { claimed: false, refusal: { reason: 'gone' } };
+  if (row.claimed === 1) {
+    return {
+      claimed: true,
+      attempt: {
+        deliveryId: row.id,
+        subscriptionId: row.subscription_id,
+        eventId: row.event_id,
+        eventType: row.type,
+        body: row.body,
+        url: row.url,
+        secret: row.secret,
+        attempt,
+      },
+    };
+  }
+  if (row.status !== 'pending') return { claimed: false, refusal: { reason: 'finished' } };
+  if (row.attempt_count >= attempt) return { claimed: false, refusal: { reason: 'already-attempted' } };
+  if (row.sub_status === 'disabled') return { claimed: false, refusal: { reason: 'subscription-disabled' } };
+  if (row.sub_status !== 'active') return { claimed: false, refusal: { reason: 'subscription-deleting' } };
+  if (row.attempt_count < attempt - 1) return { claimed: false, refusal: { reason: 'already-attempted' } };
+  if (row.locked_for_ms > 0) return { claimed: false, refusal: { reason: 'in-flight-elsewhere', retryInMs: row.locked_for_ms } };
+  return { claimed: false, refusal: { reason: 'not-due', retryInMs: Math.max(1, row.due_in_ms) } };
+}

@@ -1,0 +1,36 @@
+import type { Db } from '../db/knex.js';
+
+/**
+ * Fan-out (idempotent, one statement): one delivery per active subscription of the event's
+ * account whose events hold its type or `*`, and the first attempts still to be made — those
+ * created now and any a previous run created but did not get to queue.
+ */
+export async function fanOutEvent(
+  db: Db,
+  eventId: string,
+): Promise<{ firstAttempts: Array<{ deliveryId: string; subscriptionId: string }> }> {
+  const result = await db.raw(
+    `WITH event AS (
+       UPDATE events SET fanned_out_at = COALESCE(fanned_out_at, clock_timestamp())
+        WHERE id = :eventId
+       RETURNING id, account_id, type
+     ), created AS (
+       INSERT INTO deliveries (id, event_id, subscription_id, status, attempt_count, next_attempt_at)
+       SELECT 'dlv_' || replace(gen_random_uuid()::text, '-', ''), event.id, s.id, 'pending', 0, clock_timestamp()
+         FROM event JOIN webhook_subscriptions s ON s.account_id = event.account_id
+        WHERE s.status = 'active' AND (s.events @> ARRAY[event.type] OR s.events @> ARRAY['*'])
+       ON CONFLICT (event_id, subscription_id) DO NOTHING
+       RETURNING id, subscription_id
+     )
+     SELECT id, subscription_id FROM created
+     UNION ALL
+     SELECT id, subscription_id FROM deliveries WHERE event_id = :eventId AND status = 'pending' AND attempt_count = 0`,
+    { eventId },
+  ).options({ name: 'svc_fan_out_event' });
+  return {
+    firstAttempts: result.rows.map((row: { id: string; subscription_id: string }) => ({
+      deliveryId: row.id,
+      subscriptionId: row.subscription_id,
+    })),
+  };
+}
