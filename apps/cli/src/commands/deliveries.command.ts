@@ -40,6 +40,7 @@ function toDeliveryJson(entry: DeliveryLogEntry): Record<string, unknown> {
     createdAt: isoDate(entry.createdAt),
     nextAttemptAt: isoDate(entry.nextAttemptAt),
     failureReason: entry.failureReason,
+    redeliveryOf: entry.redeliveryOf,
     attempts: entry.attempts.map((attempt) => ({
       n: attempt.n,
       at: isoDate(attempt.at),
