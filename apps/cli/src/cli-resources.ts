@@ -7,6 +7,7 @@ import {
   type Db,
   type Logger,
   type ProducerDeps,
+  type RedeliveryDeps,
   type Queues,
   type Redis,
 } from '@svc/core';
@@ -66,6 +67,20 @@ export class CliResources {
     };
   }
 
+  /** What a redelivery needs: the database, the delivery queue (Redis opened only to enqueue) and a logger. */
+  redeliveryDeps(): RedeliveryDeps {
+    const openQueues = () => this.queues();
+    return {
+      db: this.db(),
+      queues: {
+        get delivery() {
+          return openQueues().delivery;
+        },
+      },
+      logger: this.stderrLogger(),
+    };
+  }
+
   /** The Redis connection of this run, opened on first use. */
   redis(): Redis {
     if (!this.openRedis) {
@@ -91,7 +106,7 @@ export class CliResources {
 
   /**
    * Producers log a failed enqueue. stdout carries the command's result (one JSON object with
-   * `--json`), so these log lines go to stderr as JSON lines. Producers only call `warn`.
+   * `--json`), so these log lines go to stderr as JSON lines. Producers and redelivery only call `warn`.
    */
   private stderrLogger(): Pick<Logger, 'warn'> {
     const quiet = this.config().logLevel === 'error';
