@@ -1,9 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { completeScan, fanOutEvent, verifySignature } from '@svc/core';
-import { waitFor } from '@svc/core/testing';
+import request from 'supertest';
+import { completeScan, createLogger, createQueues, fanOutEvent, verifySignature } from '@svc/core';
+import { testConfig, waitFor } from '@svc/core/testing';
+import { createApp } from '../src/app.js';
 import { createHarness, subscriptionRow, waitForDelivery, type Harness } from '@svc/dispatcher/test-support';
 import { apiOn, call, deliveriesOf, fireEvent, ISO_8601, tenantWithKey, waitForRow } from './delivery-stories.js';
-import type { TestApi } from './support.js';
+import { bearer, createUnreachableRedis, type TestApi } from './support.js';
 
 let h: Harness;
 let api: TestApi;
@@ -134,6 +136,41 @@ describe('POST /api/v1/webhooks/{subscriptionId}/deliveries/{deliveryId}/redeliv
     expect(await h.db('deliveries').where({ subscription_id: strangerSub.id })).toHaveLength(0);
     expect(await subscriptionRow(h, sub.id)).toMatchObject({ failure_count: 1 });
     expect(h.receiver.to(path)).toHaveLength(7);
+  });
+});
+
+describe('redelivery while Redis is away', () => {
+  it('is still stored and answered 202, and the dispatcher’s sweep sends it', async () => {
+    const path = '/fixed/redis-away';
+    const { t, sub, eventId, original } = await exhaustedDelivery(path);
+    h.receiver.answerWith(path, 200);
+    const queueRedis = createUnreachableRedis();
+    const queues = createQueues(queueRedis, h.config.queuePrefix);
+    queues.fanout.on('error', () => undefined);
+    queues.delivery.on('error', () => undefined);
+    const limiterRedis = createUnreachableRedis();
+    const offline = createApp({
+      config: testConfig({ DATABASE_URL: h.config.databaseUrl, QUEUE_PREFIX: h.config.queuePrefix }),
+      db: h.db,
+      redis: limiterRedis,
+      queues,
+      logger: createLogger('error', { silent: true }),
+    });
+    try {
+      const started = Date.now();
+      const res = await request(offline).post(redeliverPath(sub.id, original.id)).set(bearer(t.key));
+
+      expect(res.status).toBe(202);
+      expect(Date.now() - started).toBeLessThan(8_000);
+      const redelivery = await waitForRow(h, res.body.data.delivery.id, (r) => r.status === 'delivered', 'the sweep to send the redelivery');
+      expect(redelivery.redelivery_of).toBe(original.id);
+      expect(h.receiver.to(path).map((r) => r.headers['x-service-delivery-id'])).toContain(redelivery.id);
+      expect(await deliveriesOf(h, eventId, sub.id)).toHaveLength(2);
+    } finally {
+      await queues.close().catch(() => undefined);
+      queueRedis.disconnect();
+      limiterRedis.disconnect();
+    }
   });
 });
 

@@ -190,6 +190,8 @@ describe('svc deliveries redeliver', () => {
       env,
     );
     expect(listed.deliveries[0]).toMatchObject({ id: out.id, redeliveryOf: delivered.id });
+    const text = await runSvc(['deliveries', 'list', '--subscription', subscriptionId], env);
+    expect(text.stdout.split('\n')[0]).toMatch(new RegExp(`^${out.id} {2}scan\\.completed {2}pending {2}.*, redelivery of ${delivered.id}, next attempt `));
   });
 
   it('prints one line for a person', async () => {

@@ -86,7 +86,8 @@ function toDeliveryJson(entry: DeliveryLogEntry): Record<string, unknown> {
 function toDeliveryLine(entry: DeliveryLogEntry): string {
   const next = entry.status === 'pending' && entry.nextAttemptAt ? `, next attempt ${isoDate(entry.nextAttemptAt)}` : '';
   const reason = entry.failureReason ? ` (${entry.failureReason})` : '';
-  return `${entry.id}  ${entry.event}  ${entry.status}${reason}  event ${entry.eventId}  created ${isoDate(entry.createdAt)}${next}`;
+  const redelivery = entry.redeliveryOf ? `, redelivery of ${entry.redeliveryOf}` : '';
+  return `${entry.id}  ${entry.event}  ${entry.status}${reason}  event ${entry.eventId}  created ${isoDate(entry.createdAt)}${redelivery}${next}`;
 }
 
 function toAttemptLine(attempt: Attempt): string {
