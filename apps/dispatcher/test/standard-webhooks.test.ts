@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import { verify as verifyGithubStyle } from '@octokit/webhooks-methods';
 import { Webhook, WebhookVerificationError } from 'standardwebhooks';
-import { completeAiMonitorRun, verifySignature } from '@svc/core';
+import { completeAiMonitorRun, signStandardWebhook, verifySignature } from '@svc/core';
 import { waitFor } from '@svc/core/testing';
 import { createHarness, seedTenant, type Harness, type ReceivedRequest } from './support/index.js';
 
@@ -89,5 +89,17 @@ describe('Standard Webhooks headers on every attempt', () => {
     expect(() => new Webhook(hexBytes).verify(received!.body, headersOf(received!))).toThrow(WebhookVerificationError);
     expect(() => new Webhook(other).verify(received!.body, headersOf(received!))).toThrow(WebhookVerificationError);
     expect(() => new Webhook(standardSecret(secret)).verify(received!.body, headersOf(received!))).not.toThrow();
+  });
+});
+
+describe('signStandardWebhook', () => {
+  it('gives exactly the signature the reference library computes for the same id, timestamp, body and secret', () => {
+    const secret = 'c0ffee'.repeat(10) + 'beef';
+    const body = Buffer.from('{"event":"scan.completed","data":{"domain":"café.example"}}', 'utf8');
+    const signedAt = new Date('2026-11-23T04:00:00.000Z');
+
+    const ours = signStandardWebhook('dlv_0123', signedAt.getTime() / 1000, body, secret);
+
+    expect(ours).toBe(new Webhook(standardSecret(secret)).sign('dlv_0123', signedAt, body));
   });
 });
