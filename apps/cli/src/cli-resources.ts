@@ -55,29 +55,24 @@ export class CliResources {
    * refused by the database never touches Redis.
    */
   producerDeps(): ProducerDeps {
-    const openQueues = () => this.queues();
-    return {
-      db: this.db(),
-      queues: {
-        get fanout() {
-          return openQueues().fanout;
-        },
-      },
-      logger: this.stderrLogger(),
-    };
+    return { db: this.db(), queues: this.lazyQueues(), logger: this.stderrLogger() };
   }
 
-  /** What a redelivery needs: the database, the delivery queue (Redis opened only to enqueue) and a logger. */
+  /** What a redelivery needs: the same, with the delivery queue (Redis opened only to enqueue). */
   redeliveryDeps(): RedeliveryDeps {
+    return { db: this.db(), queues: this.lazyQueues(), logger: this.stderrLogger() };
+  }
+
+  /** Both queues, each opened (with Redis) only when first touched. */
+  private lazyQueues(): Pick<Queues, 'fanout' | 'delivery'> {
     const openQueues = () => this.queues();
     return {
-      db: this.db(),
-      queues: {
-        get delivery() {
-          return openQueues().delivery;
-        },
+      get fanout() {
+        return openQueues().fanout;
       },
-      logger: this.stderrLogger(),
+      get delivery() {
+        return openQueues().delivery;
+      },
     };
   }
 
