@@ -5,6 +5,7 @@ import { KeyCache } from './auth/key-cache.js';
 
 export { KeyCache };
 import { KeyUsageTracker } from './auth/key-usage-tracker.js';
+import { deliveriesRoutes } from './deliveries/deliveries.routes.js';
 import { healthRoutes } from './health/health.routes.js';
 import { errorHandler, notFound } from './http/error-handler.js';
 import { requestContext } from './http/request-context.js';
@@ -38,6 +39,7 @@ export function createApp(deps: AppDeps): Express {
   v1.use(authenticate({ db: deps.db, usage, cache }), rateLimit({ limiter, cache, db: deps.db }));
   v1.use(sitesRoutes({ db: deps.db }));
   v1.use(webhooksRoutes({ db: deps.db, queues: deps.queues, webhookTimeoutMs: deps.config.webhookTimeoutMs }));
+  v1.use(deliveriesRoutes({ db: deps.db, queues: deps.queues, logger: deps.logger }));
 
   const app = express();
   app.disable('x-powered-by');

@@ -61,6 +61,10 @@ function assemble(overrides: Record<string, string>, shared?: { db?: Db; redis?:
   redis.on('error', () => undefined);
   const queueRedis = createRedis(config.redisUrl, 'bullmq');
   const queues = createQueues(queueRedis, config.queuePrefix);
+  // Closing a test API whose queue connection is still connecting makes BullMQ emit
+  // "Connection is closed"; with no listener that is an unhandled error failing an unrelated test.
+  queues.fanout.on('error', () => undefined);
+  queues.delivery.on('error', () => undefined);
   const logger = createLogger('error', { silent: true });
   const app = createApp({ config, db, redis, queues, logger, ...(keyCache ? { keyCache } : {}) });
   return {
