@@ -33,3 +33,4 @@ export * from './deliveries/operator-redeliver.js';
 export * from './signing/signature.js';
 export * from './signing/signature-headers.js';
 export * from './queues/queues.js';
+export * from './queues/enqueue-after-commit.js';

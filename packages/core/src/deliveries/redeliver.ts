@@ -1,6 +1,7 @@
 import type { Db } from '../db/knex.js';
 import { DeliveryPendingError, NotFoundError, SubscriptionDisabledError } from '../errors.js';
 import type { Logger } from '../logger.js';
+import { enqueueAfterCommit } from '../queues/enqueue-after-commit.js';
 import { enqueueDeliveries, type Queues } from '../queues/queues.js';
 import type { DeliverySummary } from './delivery-history.repository.js';
 import { insertRedelivery, type RedeliveryInsert, type RedeliveryOwner } from './redelivery-insert.js';
@@ -17,32 +18,12 @@ export interface Redelivery {
   subscriptionId: string;
 }
 
-/** A redelivery never waits longer than this on Redis: the row is committed and the sweep has it. */
-const ENQUEUE_TIMEOUT_MS = 2_000;
-
-/**
- * Queues attempt 1 of a committed redelivery. If Redis is away the delivery is already safe in
- * Postgres, due now, and the dispatcher's sweep queues it, so this never fails the caller.
- */
-async function queueFirstAttempt(deps: RedeliveryDeps, redelivery: Redelivery): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    await Promise.race([
-      enqueueDeliveries(deps.queues, [
-        { deliveryId: redelivery.delivery.id, subscriptionId: redelivery.subscriptionId, attempt: 1, delayMs: 0 },
-      ]),
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`Redis did not accept the job within ${ENQUEUE_TIMEOUT_MS} ms`)), ENQUEUE_TIMEOUT_MS);
-      }),
-    ]);
-  } catch (error) {
-    deps.logger?.warn('redelivery enqueue failed; the dispatcher sweep will send it', {
-      deliveryId: redelivery.delivery.id,
-      error: (error as Error).message,
-    });
-  } finally {
-    clearTimeout(timer);
-  }
+/** Queues attempt 1 of a committed redelivery; the sweep sends it if Redis is away. */
+function queueFirstAttempt(deps: RedeliveryDeps, redelivery: Redelivery): Promise<void> {
+  const job = { deliveryId: redelivery.delivery.id, subscriptionId: redelivery.subscriptionId, attempt: 1, delayMs: 0 };
+  return enqueueAfterCommit(() => enqueueDeliveries(deps.queues, [job]), deps.logger, 'redelivery enqueue failed; the dispatcher sweep will send it', {
+    deliveryId: job.deliveryId,
+  });
 }
 
 /** Turns a refused insert into its typed error; a created one into the redelivery. */
