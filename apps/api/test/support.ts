@@ -11,7 +11,7 @@ import {
   type Redis,
 } from '@svc/core';
 import { testConfig, waitFor } from '@svc/core/testing';
-import { createApp, KeyCache } from '../src/app.js';
+import { createApp, KeyCache, UnknownKeyCache } from '../src/app.js';
 
 export interface TestApi {
   app: Express;
@@ -26,8 +26,12 @@ export interface TestApi {
  * An API process over the real test database and Redis, as main.ts wires it, without a port.
  * A `db` or `redis` passed in `shared` is used instead of a fresh one and stays the caller's to close.
  */
-export function createTestApi(overrides: Record<string, string> = {}, shared?: { db?: Db; redis?: Redis }): TestApi {
-  return assemble(overrides, shared);
+export function createTestApi(
+  overrides: Record<string, string> = {},
+  shared?: { db?: Db; redis?: Redis },
+  caches?: { keyCache?: KeyCache; unknownKeyCache?: UnknownKeyCache },
+): TestApi {
+  return assemble(overrides, shared, caches);
 }
 
 /**
@@ -37,14 +41,22 @@ export function createTestApi(overrides: Record<string, string> = {}, shared?: {
 export async function createListeningTestApi(overrides: Record<string, string> = {}, shared?: { db?: Db }): Promise<TestApi> {
   const keyCache = new KeyCache();
   keyCache.setTrusted(false);
+  const unknownKeyCache = new UnknownKeyCache();
   const config = testConfig(overrides);
   const listener = new RevocationListener(
     config.databaseUrl,
-    { onRevoked: (keyId) => keyCache.deleteKey(keyId), onConnectionChange: (listening) => keyCache.setTrusted(listening) },
+    {
+      onRevoked: (keyId) => keyCache.deleteKey(keyId),
+      onCreated: () => unknownKeyCache.clear(),
+      onConnectionChange: (listening) => {
+        keyCache.setTrusted(listening);
+        unknownKeyCache.clear();
+      },
+    },
     createLogger('error', { silent: true }),
   );
   await listener.start();
-  const api = assemble(overrides, shared, keyCache, config);
+  const api = assemble(overrides, shared, { keyCache, unknownKeyCache }, config);
   return {
     ...api,
     async close() {
@@ -54,7 +66,12 @@ export async function createListeningTestApi(overrides: Record<string, string> =
   };
 }
 
-function assemble(overrides: Record<string, string>, shared?: { db?: Db; redis?: Redis }, keyCache?: KeyCache, fixed?: Config): TestApi {
+function assemble(
+  overrides: Record<string, string>,
+  shared?: { db?: Db; redis?: Redis },
+  caches: { keyCache?: KeyCache; unknownKeyCache?: UnknownKeyCache } = {},
+  fixed?: Config,
+): TestApi {
   const config = fixed ?? testConfig(overrides);
   const db = shared?.db ?? createDb(config.databaseUrl, { poolMax: 5 });
   const redis = shared?.redis ?? createRedis(config.redisUrl, 'fast-fail');
@@ -62,7 +79,7 @@ function assemble(overrides: Record<string, string>, shared?: { db?: Db; redis?:
   const queueRedis = createRedis(config.redisUrl, 'bullmq');
   const queues = createQueues(queueRedis, config.queuePrefix);
   const logger = createLogger('error', { silent: true });
-  const app = createApp({ config, db, redis, queues, logger, ...(keyCache ? { keyCache } : {}) });
+  const app = createApp({ config, db, redis, queues, logger, ...caches });
   return {
     app,
     config,
