@@ -28,6 +28,13 @@ const INVALID_KEY_MESSAGE = 'The API key is unknown, revoked or no longer active
 
 const BEARER = /^Bearer +([\x21-\x7e]+)$/i;
 
+/** How many Authorization headers the request carried (rawHeaders holds name, value pairs). */
+function authorizationHeaderCount(req: Request): number {
+  let count = 0;
+  for (let i = 0; i < req.rawHeaders.length; i += 2) if (req.rawHeaders[i]?.toLowerCase() === 'authorization') count += 1;
+  return count;
+}
+
 /** The key that authenticated this request (set by `authenticate`). */
 export function authOf(res: Response): AuthenticatedKey {
   const auth = res.locals.auth as AuthenticatedKey | undefined;
@@ -48,6 +55,10 @@ export function authenticate(deps: { db: Db; cache: KeyCache; unknown: UnknownKe
     const header = req.get('authorization');
     if (header === undefined || header.trim() === '') {
       throw new UnauthorizedError('The Authorization header is missing; send "Authorization: Bearer <API key>".');
+    }
+    if (authorizationHeaderCount(req) > 1) {
+      // Node keeps the first and drops the rest; a proxy in front may have picked another one.
+      throw new UnauthorizedError('More than one Authorization header was sent; send exactly one.');
     }
     const match = BEARER.exec(header.trim());
     if (!match?.[1]) {
