@@ -1,6 +1,6 @@
 import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { createSubscription, generateApiKey } from '@svc/core';
+import { createSubscription, generateApiKey, newId } from '@svc/core';
 import { seedAccount, seedSite, waitFor } from '@svc/core/testing';
 import { createTestApi, listen, rawExchange, statusOf, type ListeningApi, type TestApi } from './support.js';
 
@@ -165,6 +165,29 @@ describe('Slow and idle clients', () => {
     );
 
     expect(statusOf(received)).toBe(200);
+  });
+
+  it('still answers a DELETE that waits for an attempt on the wire longer than the request timeout', async () => {
+    const { accountId, key: writer } = await seedAccount(api.db, ['write:webhooks']);
+    const sub = await createSubscription(api.db, accountId, { url: 'https://hooks.example.com/x', events: ['*'] });
+    const eventId = newId('evt');
+    await api.db('events').insert({ id: eventId, account_id: accountId, type: 'scan.completed', body: '{}' });
+    await api.db('deliveries').insert({
+      id: newId('dlv'),
+      event_id: eventId,
+      subscription_id: sub.id,
+      status: 'pending',
+      attempt_count: 0,
+      next_attempt_at: api.db.raw('clock_timestamp()'),
+      locked_until: api.db.raw(`clock_timestamp() + make_interval(secs => ?)`, [(REQUEST_TIMEOUT_MS + 500) / 1000]),
+    });
+    const started = Date.now();
+
+    const res = await fetch(`${http.base}/api/v1/webhooks/${sub.id}`, { method: 'DELETE', headers: { authorization: `Bearer ${writer}` } });
+
+    expect(res.status).toBe(200);
+    expect(Date.now() - started).toBeGreaterThan(REQUEST_TIMEOUT_MS);
+    expect(await api.db('webhook_subscriptions').where({ id: sub.id })).toEqual([]);
   });
 
   it('holds at most the connection bound: past it new sockets are closed at once, and idle ones are reaped', async () => {

@@ -4,6 +4,7 @@ import type { Knex } from 'knex';
 import { generateApiKey, hashApiKey, KEY_DISPLAY_LENGTH, newId, revokeApiKeyEverywhere } from '@svc/core';
 import { seedAccount, waitFor } from '@svc/core/testing';
 import { KeyCache, UnknownKeyCache } from '../src/app.js';
+import { KeyLookupGate } from '../src/auth/key-lookup-gate.js';
 import { bearer, createListeningTestApi, createTestApi, waitForIdlePool, whenRedisReady, type TestApi } from './support.js';
 
 /** Counts every query the API's knex sends to Postgres (instrumentation: knex's own 'query' event). */
@@ -205,5 +206,38 @@ describe('lastUsedAt of a key refused as revoked', () => {
       await second.close();
       await first.close();
     }
+  });
+});
+
+describe('The key lookup gate', () => {
+  it('lets at most its bound of lookups run at once and runs every one of them, in order', async () => {
+    const gate = new KeyLookupGate(2);
+    let running = 0;
+    let most = 0;
+    const finished: number[] = [];
+
+    await Promise.all(
+      Array.from({ length: 10 }, (_, i) =>
+        gate.run(async () => {
+          running += 1;
+          most = Math.max(most, running);
+          await new Promise((resolve) => setImmediate(resolve));
+          running -= 1;
+          finished.push(i);
+        }),
+      ),
+    );
+
+    expect(most).toBe(2);
+    expect(finished).toHaveLength(10);
+  });
+
+  it('frees its slot when a lookup fails', async () => {
+    const gate = new KeyLookupGate(1);
+
+    await expect(gate.run(async () => Promise.reject(new Error('database away')))).rejects.toThrow('database away');
+    const after = await gate.run(async () => 'ran');
+
+    expect(after).toBe('ran');
   });
 });
