@@ -1,8 +1,8 @@
 import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { createSubscription, generateApiKey, newId } from '@svc/core';
+import { createSubscription, generateApiKey } from '@svc/core';
 import { seedAccount, seedSite, waitFor } from '@svc/core/testing';
-import { createTestApi, listen, rawExchange, statusOf, type ListeningApi, type TestApi } from './support.js';
+import { createTestApi, listen, rawExchange, seedLeasedDelivery, statusOf, type ListeningApi, type TestApi } from './support.js';
 
 // Every bound of createApiServer, small enough to watch: the same factory main.ts uses.
 const HEADERS_TIMEOUT_MS = 500;
@@ -170,17 +170,7 @@ describe('Slow and idle clients', () => {
   it('still answers a DELETE that waits for an attempt on the wire longer than the request timeout', async () => {
     const { accountId, key: writer } = await seedAccount(api.db, ['write:webhooks']);
     const sub = await createSubscription(api.db, accountId, { url: 'https://hooks.example.com/x', events: ['*'] });
-    const eventId = newId('evt');
-    await api.db('events').insert({ id: eventId, account_id: accountId, type: 'scan.completed', body: '{}' });
-    await api.db('deliveries').insert({
-      id: newId('dlv'),
-      event_id: eventId,
-      subscription_id: sub.id,
-      status: 'pending',
-      attempt_count: 0,
-      next_attempt_at: api.db.raw('clock_timestamp()'),
-      locked_until: api.db.raw(`clock_timestamp() + make_interval(secs => ?)`, [(REQUEST_TIMEOUT_MS + 500) / 1000]),
-    });
+    await seedLeasedDelivery(api.db, accountId, sub.id, REQUEST_TIMEOUT_MS + 500);
     const started = Date.now();
 
     const res = await fetch(`${http.base}/api/v1/webhooks/${sub.id}`, { method: 'DELETE', headers: { authorization: `Bearer ${writer}` } });

@@ -6,6 +6,7 @@ import {
   createLogger,
   createQueues,
   createRedis,
+  newId,
   RevocationListener,
   type Config,
   type Db,
@@ -191,4 +192,24 @@ export function rawExchange(port: number, drive: (socket: Socket) => void, giveU
 export function statusOf(raw: string): number | undefined {
   const match = /^HTTP\/1\.1 (\d{3}) /.exec(raw);
   return match ? Number(match[1]) : undefined;
+}
+
+/**
+ * A delivery of a new event to the subscription whose attempt is on the wire: the lease a
+ * dispatcher records when it claims an attempt, ending `leaseMs` from now on Postgres's clock.
+ */
+export async function seedLeasedDelivery(db: Db, accountId: string, subscriptionId: string, leaseMs: number): Promise<string> {
+  const eventId = newId('evt');
+  await db('events').insert({ id: eventId, account_id: accountId, type: 'scan.completed', body: '{}' });
+  const deliveryId = newId('dlv');
+  await db('deliveries').insert({
+    id: deliveryId,
+    event_id: eventId,
+    subscription_id: subscriptionId,
+    status: 'pending',
+    attempt_count: 0,
+    next_attempt_at: db.raw('clock_timestamp()'),
+    locked_until: db.raw('clock_timestamp() + make_interval(secs => ?)', [leaseMs / 1000]),
+  });
+  return deliveryId;
 }

@@ -1,9 +1,9 @@
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import request from 'supertest';
-import { createSubscription, markSubscriptionDeleting, newId } from '@svc/core';
+import { createSubscription, markSubscriptionDeleting } from '@svc/core';
 import { seedAccount } from '@svc/core/testing';
-import { bearer, createTestApi, listen, rawExchange, statusOf, type ListeningApi, type TestApi } from './support.js';
+import { bearer, createTestApi, listen, rawExchange, seedLeasedDelivery, statusOf, type ListeningApi, type TestApi } from './support.js';
 
 const HOOK_URL = 'https://hooks.example.com/incoming';
 
@@ -81,19 +81,7 @@ describe('DELETE /api/v1/webhooks/:id and an attempt on the wire', () => {
 
   async function subscriptionWithLease(accountId: string, leaseMs: number) {
     const sub = await createSubscription(api.db, accountId, { url: HOOK_URL, events: ['*'] });
-    const eventId = newId('evt');
-    await api.db('events').insert({ id: eventId, account_id: accountId, type: 'scan.completed', body: '{}' });
-    const deliveryId = newId('dlv');
-    await api.db('deliveries').insert({
-      id: deliveryId,
-      event_id: eventId,
-      subscription_id: sub.id,
-      status: 'pending',
-      attempt_count: 0,
-      next_attempt_at: api.db.raw('clock_timestamp()'),
-      locked_until: api.db.raw(`clock_timestamp() + make_interval(secs => ?)`, [leaseMs / 1000]),
-    });
-    return { sub, deliveryId };
+    return { sub, deliveryId: await seedLeasedDelivery(api.db, accountId, sub.id, leaseMs) };
   }
 
   it('answers only once the lease the dispatcher recorded has passed, whatever its own timeout setting', async () => {
