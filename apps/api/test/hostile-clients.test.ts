@@ -87,6 +87,22 @@ describe('Tokens of every shape, on every route, through the real server', () =>
     expect(statuses).toEqual([200, 200, 200, 200, 200]);
   });
 
+  it.each([
+    ['a NUL byte in the token', `Authorization: Bearer svc_live_\u0000${'a'.repeat(31)}\r\n`],
+    ['a bare CR in the token', `Authorization: Bearer svc_live_\r${'a'.repeat(31)}\r\n`],
+    ['a DEL byte', `Authorization: Bearer svc_live_\u007f${'a'.repeat(31)}\r\n`],
+    ['Latin-1 bytes', `Authorization: Bearer svc_live_\u00e9\u00ff${'a'.repeat(30)}\r\n`],
+    ['a folded (obs-fold) header', `Authorization: Bearer\r\n svc_live_${'a'.repeat(32)}\r\n`],
+    ['an empty header name', `: Bearer x\r\n`],
+  ])('answers a raw header with %s with a 4xx, never a 5xx', async (_label, header) => {
+    const { received } = await rawExchange(http.port, (socket) =>
+      socket.write(Buffer.from(`${requestLine('GET', '/api/v1/sites')}${header}Connection: close\r\n\r\n`, 'latin1')),
+    );
+
+    expect(statusOf(received)).toBeGreaterThanOrEqual(400);
+    expect(statusOf(received)).toBeLessThan(500);
+  });
+
   it('answers two Authorization headers with 401, not with one of them picked', async () => {
     const { received } = await rawExchange(http.port, (socket) =>
       socket.write(`${requestLine('GET', '/api/v1/sites')}Authorization: Bearer ${key}\r\nAuthorization: Bearer ${key}\r\nConnection: close\r\n\r\n`),
