@@ -26,5 +26,6 @@ export * from './deliveries/record-attempt.js';
 export * from './deliveries/fan-out.js';
 export * from './deliveries/sweep.repository.js';
 export * from './deliveries/delivery-log.repository.js';
+export * from './deliveries/response-excerpt.js';
 export * from './signing/signature.js';
 export * from './queues/queues.js';

@@ -1,15 +1,14 @@
 import { Agent } from 'node:https';
 import { createSecureContext, rootCertificates } from 'node:tls';
 import got, { type RequestError } from 'got';
-import { signBody, type ClaimedAttempt, type AttemptOutcome } from '@svc/core';
-import { assertLiteralTargetAllowed, BlockedTargetError, guardedLookup } from './ssrf-guard.js';
+import { RESPONSE_EXCERPT_BYTES, signBody, type ClaimedAttempt, type AttemptOutcome } from '@svc/core';
+import { createReceiverLookup, type ReceiverLookup } from './dns-resolver.js';
+import { assertLiteralTargetAllowed, BlockedTargetError } from './ssrf-guard.js';
 
 /** Spec §6.2. */
 export const USER_AGENT = 'Service-Webhooks/1.0';
-/** How much of a response the delivery log keeps. */
-export const RESPONSE_EXCERPT_BYTES = 512;
 /** How much of a response is read at all before the connection is dropped. */
-const RESPONSE_READ_LIMIT_BYTES = 64 * 1024;
+export const RESPONSE_READ_LIMIT_BYTES = 64 * 1024;
 
 export interface WebhookClientOptions {
   timeoutMs: number;
@@ -18,6 +17,13 @@ export interface WebhookClientOptions {
   ca?: string | Buffer | Array<string | Buffer>;
   /** At least the dispatcher's concurrency. */
   maxSocketsPerHost: number;
+  /** Every socket of this client, in use or idle (WEBHOOK_MAX_SOCKETS); at least maxSocketsPerHost. */
+  maxTotalSockets: number;
+  /** Idle keep-alive sockets kept per host. */
+  maxFreeSocketsPerHost: number;
+  /** An idle keep-alive socket is closed after this long (WEBHOOK_IDLE_SOCKET_TIMEOUT_MS). */
+  idleSocketTimeoutMs: number;
+  dns: { timeoutMs: number; tries: number; servers: readonly string[] };
 }
 
 /**
@@ -26,15 +32,21 @@ export interface WebhookClientOptions {
  */
 export class WebhookClient {
   private readonly agent: Agent;
+  private readonly lookup: ReceiverLookup;
 
   constructor(private readonly options: WebhookClientOptions) {
+    this.lookup = createReceiverLookup({ ...options.dns, allowPrivateTargets: options.allowPrivateTargets });
     this.agent = new Agent({
       keepAlive: true,
       // As many sockets per host as attempts may be in flight: got's timeout would otherwise
       // count the wait for a free socket, and an attempt could time out without being sent.
       maxSockets: options.maxSocketsPerHost,
-      // Keep every socket of a busy moment: closing the extras only to reopen them costs a TLS handshake each.
-      maxFreeSockets: options.maxSocketsPerHost,
+      // Receivers on many hosts must not hold a descriptor each for ever (issue 8): sockets are
+      // bounded in all, idle ones per host and in time. LIFO reuse lets the extra ones go idle and close.
+      maxTotalSockets: options.maxTotalSockets,
+      maxFreeSockets: options.maxFreeSocketsPerHost,
+      // The agent applies this to idle sockets only (an attempt's own bound is got's request timeout).
+      timeout: options.idleSocketTimeoutMs,
       scheduling: 'lifo',
       // One secure context for every connection: passing `ca` per connection re-parses ~140 roots each time.
       ...(options.ca ? { secureContext: createSecureContext({ ca: withSystemRoots(options.ca) }) } : {}),
@@ -45,19 +57,25 @@ export class WebhookClient {
   async send(attempt: ClaimedAttempt): Promise<AttemptOutcome> {
     const startedAt = new Date();
     const started = performance.now();
-    const finish = (fields: Pick<AttemptOutcome, 'statusCode' | 'error' | 'responseExcerpt'>): AttemptOutcome => {
+    const finish = (fields: Pick<AttemptOutcome, 'statusCode' | 'error' | 'responseBytes'>): AttemptOutcome => {
       const ok = fields.error === null && fields.statusCode !== null && fields.statusCode >= 200 && fields.statusCode < 300;
       return { startedAt, durationMs: performance.now() - started, ok, ...fields };
     };
     try {
       const url = new URL(attempt.url);
       if (!this.options.allowPrivateTargets) assertLiteralTargetAllowed(url);
+      this.makeRoomForOneSocket();
       const { statusCode, excerpt } = await this.post(url, attempt);
       const error = statusCode >= 200 && statusCode < 300 ? null : describeStatus(statusCode);
-      return finish({ statusCode, error, responseExcerpt: excerpt });
+      return finish({ statusCode, error, responseBytes: excerpt });
     } catch (error) {
-      return finish({ statusCode: null, error: describeError(error), responseExcerpt: null });
+      return finish({ statusCode: null, error: describeError(error), responseBytes: null });
     }
+  }
+
+  /** Sockets of this client: in use, and idle per host (for tests and metrics). */
+  socketCounts(): { active: number; idle: number } {
+    return { active: countSockets(this.agent.sockets), idle: countSockets(this.agent.freeSockets) };
   }
 
   /** Closes pooled sockets. */
@@ -65,7 +83,24 @@ export class WebhookClient {
     this.agent.destroy();
   }
 
-  private post(url: URL, attempt: ClaimedAttempt): Promise<{ statusCode: number; excerpt: string }> {
+  /**
+   * At maxTotalSockets the agent would queue a new host's attempt until some idle socket times
+   * out (its wait counted in the attempt's timeout): close one idle socket instead. Attempts in
+   * flight never exceed the concurrency, which is at most maxTotalSockets, so one always is idle.
+   */
+  private makeRoomForOneSocket(): void {
+    const { active, idle } = this.socketCounts();
+    if (active + idle < this.options.maxTotalSockets) return;
+    for (const sockets of Object.values(this.agent.freeSockets)) {
+      const oldest = sockets?.[0];
+      if (oldest) {
+        oldest.destroy();
+        return;
+      }
+    }
+  }
+
+  private post(url: URL, attempt: ClaimedAttempt): Promise<{ statusCode: number; excerpt: Buffer }> {
     const body = Buffer.from(attempt.body, 'utf8');
     const stream = got.stream.post(url, {
       body,
@@ -83,7 +118,8 @@ export class WebhookClient {
       decompress: false,
       retry: { limit: 0 },
       timeout: { request: this.options.timeoutMs },
-      ...(this.options.allowPrivateTargets ? {} : { dnsLookup: guardedLookup as never }),
+      // Always our resolver (c-ares, bounded, off the libuv pool); with the guard on it also filters.
+      dnsLookup: this.lookup as never,
     });
     return new Promise((resolve, reject) => {
       let statusCode: number | undefined;
@@ -92,7 +128,8 @@ export class WebhookClient {
       let read = 0;
       const finish = (dropConnection: boolean) => {
         if (statusCode === undefined) return;
-        resolve({ statusCode, excerpt: Buffer.concat(chunks).toString('utf8') });
+        // The bytes exactly as sent: the record keeps them, response-excerpt.ts presents them.
+        resolve({ statusCode, excerpt: Buffer.concat(chunks) });
         // Only a response cut short needs its connection dropped; a finished one goes back to the
         // keep-alive pool (destroying it would cost a TLS handshake on the next attempt).
         if (dropConnection) stream.destroy();
@@ -117,6 +154,10 @@ export class WebhookClient {
       });
     });
   }
+}
+
+function countSockets(pool: NodeJS.ReadOnlyDict<unknown[]>): number {
+  return Object.values(pool).reduce((sum, sockets) => sum + (sockets?.length ?? 0), 0);
 }
 
 function withSystemRoots(ca: string | Buffer | Array<string | Buffer>): Array<string | Buffer> {
@@ -145,7 +186,14 @@ export function describeError(error: unknown): string {
       return 'connection reset';
     case 'ENOTFOUND':
     case 'EAI_AGAIN':
+    case 'ENODATA':
+    case 'ENOTIMP':
+    case 'EREFUSED':
+    case 'ESERVFAIL':
+    case 'EBADNAME':
       return 'host not found';
+    case 'ETIMEOUT':
+      return 'dns timeout';
     case 'ESSRFBLOCKED':
       return `blocked: ${(error as Error).message}`;
     default:
