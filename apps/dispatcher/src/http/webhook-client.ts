@@ -1,4 +1,5 @@
-import { Agent } from 'node:https';
+import { Agent, type AgentOptions } from 'node:https';
+import type { Socket } from 'node:net';
 import { createSecureContext, rootCertificates } from 'node:tls';
 import got, { type RequestError } from 'got';
 import { RESPONSE_EXCERPT_BYTES, signBody, type ClaimedAttempt, type AttemptOutcome } from '@svc/core';
@@ -36,14 +37,13 @@ export class WebhookClient {
 
   constructor(private readonly options: WebhookClientOptions) {
     this.lookup = createReceiverLookup({ ...options.dns, allowPrivateTargets: options.allowPrivateTargets });
-    this.agent = new Agent({
+    this.agent = new BoundedAgent(options.maxTotalSockets, {
       keepAlive: true,
       // As many sockets per host as attempts may be in flight: got's timeout would otherwise
       // count the wait for a free socket, and an attempt could time out without being sent.
       maxSockets: options.maxSocketsPerHost,
       // Receivers on many hosts must not hold a descriptor each for ever (issue 8): sockets are
-      // bounded in all, idle ones per host and in time. LIFO reuse lets the extra ones go idle and close.
-      maxTotalSockets: options.maxTotalSockets,
+      // bounded in all (BoundedAgent), idle ones per host and in time. LIFO reuse lets extras go idle and close.
       maxFreeSockets: options.maxFreeSocketsPerHost,
       // The agent applies this to idle sockets only (an attempt's own bound is got's request timeout).
       timeout: options.idleSocketTimeoutMs,
@@ -64,7 +64,6 @@ export class WebhookClient {
     try {
       const url = new URL(attempt.url);
       if (!this.options.allowPrivateTargets) assertLiteralTargetAllowed(url);
-      this.makeRoomForOneSocket();
       const { statusCode, excerpt } = await this.post(url, attempt);
       const error = statusCode >= 200 && statusCode < 300 ? null : describeStatus(statusCode);
       return finish({ statusCode, error, responseBytes: excerpt });
@@ -73,31 +72,14 @@ export class WebhookClient {
     }
   }
 
-  /** Sockets of this client: in use, and idle per host (for tests and metrics). */
+  /** Open sockets of this client: in use, and idle (for tests and metrics). */
   socketCounts(): { active: number; idle: number } {
-    return { active: countSockets(this.agent.sockets), idle: countSockets(this.agent.freeSockets) };
+    return { active: liveSockets(this.agent.sockets).length, idle: liveSockets(this.agent.freeSockets).length };
   }
 
   /** Closes pooled sockets. */
   close(): void {
     this.agent.destroy();
-  }
-
-  /**
-   * At maxTotalSockets the agent would queue a new host's attempt until some idle socket times
-   * out (its wait counted in the attempt's timeout): close one idle socket instead. Attempts in
-   * flight never exceed the concurrency, which is at most maxTotalSockets, so one always is idle.
-   */
-  private makeRoomForOneSocket(): void {
-    const { active, idle } = this.socketCounts();
-    if (active + idle < this.options.maxTotalSockets) return;
-    for (const sockets of Object.values(this.agent.freeSockets)) {
-      const oldest = sockets?.[0];
-      if (oldest) {
-        oldest.destroy();
-        return;
-      }
-    }
   }
 
   private post(url: URL, attempt: ClaimedAttempt): Promise<{ statusCode: number; excerpt: Buffer }> {
@@ -156,8 +138,36 @@ export class WebhookClient {
   }
 }
 
-function countSockets(pool: NodeJS.ReadOnlyDict<unknown[]>): number {
-  return Object.values(pool).reduce((sum, sockets) => sum + (sockets?.length ?? 0), 0);
+/** A destroyed socket stays listed until its 'close': it no longer holds a connection. */
+function liveSockets(pool: NodeJS.ReadOnlyDict<Socket[]>): Socket[] {
+  return Object.values(pool).flatMap((sockets) => (sockets ?? []).filter((socket) => !socket.destroyed));
+}
+
+/**
+ * An agent that never holds more than maxTotal open sockets: opening one more first closes an idle
+ * socket (of each host's, the one idle longest). Node's own maxTotalSockets would instead queue the new
+ * host's attempt until some idle socket times out, counting that wait in the attempt's
+ * timeout. Attempts in flight never exceed the concurrency (at most maxTotal), so an idle
+ * socket is there to close whenever the bound is reached.
+ */
+class BoundedAgent extends Agent {
+  constructor(
+    private readonly maxTotal: number,
+    options: AgentOptions,
+  ) {
+    super(options);
+  }
+
+  override createConnection(...args: Parameters<Agent['createConnection']>): ReturnType<Agent['createConnection']> {
+    const idle = liveSockets(this.freeSockets);
+    let open = liveSockets(this.sockets).length + idle.length;
+    for (const socket of idle) {
+      if (open < this.maxTotal) break;
+      socket.destroy();
+      open -= 1;
+    }
+    return super.createConnection(...args);
+  }
 }
 
 function withSystemRoots(ca: string | Buffer | Array<string | Buffer>): Array<string | Buffer> {

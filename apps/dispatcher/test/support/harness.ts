@@ -103,6 +103,12 @@ function overridesOf(config: Config): Record<string, string> {
     DISPATCHER_SWEEP_INTERVAL_MS: String(config.sweepIntervalMs),
     WEBHOOK_ALLOW_PRIVATE_TARGETS: String(config.webhookAllowPrivateTargets),
     DATABASE_URL: config.databaseUrl,
+    DISPATCHER_CONCURRENCY: String(config.dispatcherConcurrency),
+    WEBHOOK_MAX_SOCKETS: String(config.webhookMaxSockets),
+    WEBHOOK_IDLE_SOCKET_TIMEOUT_MS: String(config.webhookIdleSocketTimeoutMs),
+    WEBHOOK_DNS_TIMEOUT_MS: String(config.webhookDnsTimeoutMs),
+    WEBHOOK_DNS_TRIES: String(config.webhookDnsTries),
+    WEBHOOK_DNS_SERVERS: config.webhookDnsServers.join(','),
   };
 }
 
