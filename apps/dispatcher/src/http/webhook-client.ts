@@ -1,8 +1,8 @@
-import { Agent, type AgentOptions } from 'node:https';
-import type { Socket } from 'node:net';
+import type { Agent } from 'node:https';
 import { createSecureContext, rootCertificates } from 'node:tls';
 import got, { type RequestError } from 'got';
 import { RESPONSE_EXCERPT_BYTES, signBody, type ClaimedAttempt, type AttemptOutcome } from '@svc/core';
+import { BoundedAgent, liveSockets } from './bounded-agent.js';
 import { createReceiverLookup, type ReceiverLookup } from './dns-resolver.js';
 import { assertLiteralTargetAllowed, BlockedTargetError } from './ssrf-guard.js';
 
@@ -45,7 +45,7 @@ export class WebhookClient {
       // Receivers on many hosts must not hold a descriptor each for ever (issue 8): sockets are
       // bounded in all (BoundedAgent), idle ones per host and in time. LIFO reuse lets extras go idle and close.
       maxFreeSockets: options.maxFreeSocketsPerHost,
-      // The agent applies this to idle sockets only (an attempt's own bound is got's request timeout).
+      // The agent closes only idle sockets on it (an attempt's own bound is got's request timeout).
       timeout: options.idleSocketTimeoutMs,
       scheduling: 'lifo',
       // One secure context for every connection: passing `ca` per connection re-parses ~140 roots each time.
@@ -135,38 +135,6 @@ export class WebhookClient {
         else reject(error);
       });
     });
-  }
-}
-
-/** A destroyed socket stays listed until its 'close': it no longer holds a connection. */
-function liveSockets(pool: NodeJS.ReadOnlyDict<Socket[]>): Socket[] {
-  return Object.values(pool).flatMap((sockets) => (sockets ?? []).filter((socket) => !socket.destroyed));
-}
-
-/**
- * An agent that never holds more than maxTotal open sockets: opening one more first closes an idle
- * socket (of each host's, the one idle longest). Node's own maxTotalSockets would instead queue the new
- * host's attempt until some idle socket times out, counting that wait in the attempt's
- * timeout. Attempts in flight never exceed the concurrency (at most maxTotal), so an idle
- * socket is there to close whenever the bound is reached.
- */
-class BoundedAgent extends Agent {
-  constructor(
-    private readonly maxTotal: number,
-    options: AgentOptions,
-  ) {
-    super(options);
-  }
-
-  override createConnection(...args: Parameters<Agent['createConnection']>): ReturnType<Agent['createConnection']> {
-    const idle = liveSockets(this.freeSockets);
-    let open = liveSockets(this.sockets).length + idle.length;
-    for (const socket of idle) {
-      if (open < this.maxTotal) break;
-      socket.destroy();
-      open -= 1;
-    }
-    return super.createConnection(...args);
   }
 }
 
