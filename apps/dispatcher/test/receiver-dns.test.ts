@@ -64,4 +64,24 @@ describe('receivers whose names are resolved by a name server that never answers
     expect(attempt).toMatchObject({ n: 1, status_code: null, error: 'dns timeout' });
     expect(h.receiver.to(`/ok/silent-${tag}`)).toEqual([]);
   });
+
+  it('with the SSRF guard on, refuses a name that resolves to loopback before anything is sent', async () => {
+    const guarded = h.startDispatcher({ WEBHOOK_ALLOW_PRIVATE_TARGETS: 'false' });
+    try {
+      const tenant = await seedTenant(h);
+      const tag = uniqueTag();
+      const sub = await createSubscription(h.db, tenant.accountId, { url: `https://answering.dns.test:${h.receiver.port}/ok/guarded-${tag}`, events: ['*'] });
+      // Only the guarded dispatcher may take it: the open one would deliver it.
+      await h.dispatchers[0]!.stop();
+      const { eventId } = await completeScan(producerOf(h), { scanId: (await tenant.newScan()).id, score: 4 });
+
+      const delivery = await waitForDelivery(h, eventId, sub.id, (row) => row.attempt_count >= 1 && row.locked_until === null, 'attempt 1 to be refused');
+
+      const [attempt] = await attemptsOf(h, delivery.id);
+      expect(attempt).toMatchObject({ n: 1, status_code: null, error: 'blocked: target answering.dns.test resolves to non-public address 127.0.0.1' });
+      expect(h.receiver.to(`/ok/guarded-${tag}`)).toEqual([]);
+    } finally {
+      await guarded.stop();
+    }
+  });
 });
