@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createDb, createQueues, createRedis } from '@svc/core';
 import { apiTargets, floodRun, responseSize, runApiCases } from './cases/api.mjs';
-import { fanoutRun, latencyRun, Publisher, retryRun, throughputRun } from './cases/dispatcher.mjs';
+import { fanoutRun, latencyRun, Publisher, retryRun, serviceThroughput, throughputRun } from './cases/dispatcher.mjs';
 import { memoryRun } from './cases/memory.mjs';
 import { resetDatabase, seed } from './lib/fixtures.mjs';
 import { forkHelper, killAllChildren, readMemory, spawnNode, stopChild, tail, waitHttpOk } from './lib/procs.mjs';
@@ -26,7 +26,7 @@ import { summarizeProfile } from './profile-summary.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const BENCH = fileURLToPath(new URL('.', import.meta.url));
-const ALL_CASES = ['api', 'throughput', 'latency', 'retry', 'fanout', 'memory'];
+const ALL_CASES = ['api', 'throughput', 'scaleout', 'latency', 'retry', 'fanout', 'memory'];
 
 // ---------------------------------------------------------------------------------------------
 // Parameters
@@ -79,7 +79,7 @@ const FULL = {
   budgetMs: 14 * 60_000,
   watchdogMs: 15 * 60_000,
   // One run of each later case, reserved when deciding whether another run fits.
-  reserveMs: { throughput: 90_000, latency: 80_000, retry: 25_000, fanout: 20_000, memory: 30_000 },
+  reserveMs: { throughput: 90_000, scaleout: 60_000, latency: 80_000, retry: 25_000, fanout: 20_000, memory: 30_000 },
 };
 const QUICK = {
   ...FULL,
@@ -100,7 +100,7 @@ const QUICK = {
   memoryPending: 5_000,
   budgetMs: 3 * 60_000,
   watchdogMs: 4 * 60_000,
-  reserveMs: { throughput: 15_000, latency: 15_000, retry: 5_000, fanout: 3_000, memory: 3_000 },
+  reserveMs: { throughput: 15_000, scaleout: 15_000, latency: 15_000, retry: 5_000, fanout: 3_000, memory: 3_000 },
 };
 const P = { ...(quick ? QUICK : FULL) };
 if (option('runs')) P.runs = Math.max(1, Number(option('runs')));
@@ -256,7 +256,7 @@ async function main() {
   await startDispatcher();
   log(`api (pid ${api.pid}, port ${apiPort}) ready; dispatcher (pid ${dispatcher.pid}) ready`);
 
-  const results = { api: null, retry: [], throughput: [], latency: [], latencyLow: [], fanout: [], memory: [], rss: {}, budget: [] };
+  const results = { api: null, retry: [], throughput: [], scaleout: [], latency: [], latencyLow: [], fanout: [], memory: [], rss: {}, budget: [] };
 
   // Runs of a case: P.runs of them, or fewer when the next would not fit in the time budget
   // together with one run of every case still to come.
@@ -358,6 +358,24 @@ async function main() {
       return m;
     });
     await stopChild(gotHelper.child);
+  }
+
+  // Case 2b: the same load with one dispatcher, then with two (a second process, same settings).
+  if (only.includes('scaleout')) {
+    results.scaleout = await repeat('scaleout', async (r) => {
+      const one = await serviceThroughput({ db, receiver, publisher, n: P.throughputN, publishConcurrency: P.publishConcurrency, pids: { dispatcher: dispatcher.pid, publisher: process.pid } });
+      const second = spawnNode('dispatcher-2', 'apps/dispatcher/dist/src/main.js', { cwd: ROOT, logDir, cpuProfDir: profDir, env: serviceEnv() });
+      const deadline = Date.now() + 30_000;
+      while ((await queues.delivery.getWorkersCount()) < 2 || (await queues.fanout.getWorkersCount()) < 2) {
+        if (second.exitCode !== null || Date.now() > deadline) throw new Error(`second dispatcher did not start:\n${tail(second.logPath)}`);
+        await sleep(100);
+      }
+      const two = await serviceThroughput({ db, receiver, publisher, n: P.throughputN, publishConcurrency: P.publishConcurrency, pids: { dispatcher: dispatcher.pid, 'dispatcher-2': second.pid, publisher: process.pid } });
+      await stopChild(second);
+      const m = { one: one.svc, two: two.svc, ratio: two.svc.perSec / one.svc.perSec };
+      log(`  scale-out run ${r + 1}/${P.runs}: 1 dispatcher ${m.one.perSec.toFixed(0)}/s, 2 dispatchers ${m.two.perSec.toFixed(0)}/s (×${m.ratio.toFixed(2)}); duplicates ${m.one.duplicates} / ${m.two.duplicates}; CPU ms per delivery with 2: ${formatCpu(m.two.cpuMs, P.throughputN)}${m.one.valid && m.two.valid ? '' : ' INVALID'}`);
+      return m;
+    });
   }
 
   // Case 3.
@@ -540,6 +558,25 @@ function buildReport(results, machine, mode) {
       `Case 2: ${P.throughputN} events through deployPowerUp / completeAiMonitorRun / completeScan (${P.publishConcurrency} at a time) spread over ${P.tpAccounts} accounts with one subscription each (so the per-subscription cap of 10 never binds); DISPATCHER_CONCURRENCY=${DISPATCHER_CONCURRENCY} (default); the got loop posts the same bodies, signed, ${DISPATCHER_CONCURRENCY} at a time over a keep-alive agent. Publishing took ${t.map((m) => (m.svc.publishMs / 1000).toFixed(1)).join(' / ')} s of the service's ${t.map((m) => (m.svc.elapsedMs / 1000).toFixed(1)).join(' / ')} s.`,
       `Case 2, CPU ms per delivery (run 1, from /proc; postgres and redis count every backend on the machine) — service: ${formatCpu(t[0].svc.cpuMs, P.throughputN)}; got loop: ${formatCpu(t[0].baseline.cpuMs, P.throughputN)}. Postgres transactions committed per delivery (publisher + dispatcher): ${t.map((m) => m.svc.pgCommitsPerDelivery.toFixed(2)).join(' / ')}.`,
     );
+  }
+
+  if (results.throughput.length) {
+    const t = results.throughput;
+    rows.push({ case: '2', figure: 'CPU ms per delivery, every process but the receiver (dispatcher + postgres + publisher + redis + api)', unit: 'ms', format: 'ms', svc: per(t, (m) => m.svc.cpuMsPerDelivery), baseline: per(t, (m) => m.baseline.cpuMs.got / P.throughputN), target: '≤ 2.0 ms', met: ({ svc }) => svc.median <= 2.0, note: 'baseline: the got loop\'s own CPU per POST' });
+    for (const group of ['dispatcher', 'postgres', 'publisher', 'redis']) {
+      rows.push({ case: '2', figure: `  of which ${group}`, unit: 'ms', format: 'ms', svc: per(t, (m) => (m.svc.cpuMs[group] ?? 0) / P.throughputN), target: 'info' });
+    }
+    rows.push({ case: '2', figure: 'Postgres commits per delivery (publisher + dispatcher)', unit: '', format: 'number', svc: per(t, (m) => m.svc.pgCommitsPerDelivery), target: '≤ 1.5', met: ({ svc }) => svc.median <= 1.5 });
+  }
+  if (results.scaleout.length) {
+    const so = results.scaleout;
+    rows.push({ case: '2b', figure: `deliveries/s with 2 dispatcher processes (baseline: 1, same run), N=${P.throughputN}`, format: 'rps', unit: '/s', svc: per(so, (m) => m.two.perSec), baseline: per(so, (m) => m.one.perSec), ratio: per(so, (m) => m.ratio), target: '> 1.00× (grows with M)', met: ({ ratio }) => ratio.median > 1 });
+    rows.push({ case: '2b', figure: 'deliveries received twice with 2 dispatchers', unit: '', format: 'count', svc: per(so, (m) => m.two.duplicates), target: '0', met: () => so.every((m) => m.two.duplicates === 0 && m.one.duplicates === 0) });
+    for (const m of so) if (!m.one.valid || !m.two.valid) {
+      invalid = true;
+      notes.push(`INVALID scale-out run: ${JSON.stringify({ one: m.one.recorded, two: m.two.recorded })}`);
+    }
+    notes.push(`Case 2b, CPU ms per delivery with 2 dispatchers (run 1): ${formatCpu(so[0].two.cpuMs, P.throughputN)}; commits per delivery ${so.map((m) => m.two.pgCommitsPerDelivery.toFixed(2)).join(' / ')}.`);
   }
 
   if (results.latency.length) {

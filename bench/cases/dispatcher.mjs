@@ -81,8 +81,12 @@ async function waitRecorded(db, eventIds, expected, timeoutMs = 60_000) {
   return { ...last, recordedAttempts: rows[0].recorded };
 }
 
-/** Case 2, one run: N events, deliveries/s from the first publish to the last receipt; then the got loop. */
-export async function throughputRun({ db, receiver, publisher, gotChild, receiverUrl, n, publishConcurrency, sendConcurrency, secret, run, pids }) {
+/**
+ * The service's part of case 2: N events published, deliveries/s from the first publish to the
+ * last receipt, CPU per process, commits, and the checks (every delivery delivered with one
+ * attempt, nothing received twice). `pids` may name several dispatchers (case 2b).
+ */
+export async function serviceThroughput({ db, receiver, publisher, n, publishConcurrency, pids }) {
   await publisher.prepare(n);
   await receiver.rpc('reset');
   const eventIds = new Array(n);
@@ -110,8 +114,16 @@ export async function throughputRun({ db, receiver, publisher, gotChild, receive
   svc.duplicates = received - n;
   svc.connections = connections;
   svc.cpuMs = cpu;
+  // Every process but the receiver (which stands for the customer's server).
+  svc.cpuMsPerDelivery = Object.entries(cpu).filter(([k]) => k !== 'wallMs' && k !== 'receiver').reduce((sum, [, v]) => sum + v, 0) / n;
   svc.recorded = recorded;
   svc.valid = recorded.delivered === n && recorded.recordedAttempts === n && received === n;
+  return { svc, eventIds };
+}
+
+/** Case 2, one run: N events, deliveries/s from the first publish to the last receipt; then the got loop. */
+export async function throughputRun({ db, receiver, publisher, gotChild, receiverUrl, n, publishConcurrency, sendConcurrency, secret, run, pids }) {
+  const { svc, eventIds } = await serviceThroughput({ db, receiver, publisher, n, publishConcurrency, pids });
 
   // Baseline: the same bytes, same receiver, same concurrency as the dispatcher.
   const { rows } = await db.raw('SELECT type, body FROM events WHERE id = ANY(?) ORDER BY created_at, id', [eventIds]);
