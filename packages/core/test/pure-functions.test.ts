@@ -1,6 +1,6 @@
 import { createHmac } from 'node:crypto';
 import { describe, expect, it } from '@jest/globals';
-import { buildEventBody } from '../src/events/event-types.js';
+import { buildEventBody, eventBodyAround } from '../src/events/event-types.js';
 import { generateApiKey, hashApiKey, KEY_DISPLAY_LENGTH, KEY_PREFIX, parseScopes, serializeScopes } from '../src/keys/api-key.js';
 import { signBody, verifySignature } from '../src/signing/signature.js';
 import { normalizeDomain } from '../src/sites/domain.js';
@@ -78,5 +78,17 @@ describe('buildEventBody', () => {
       timestamp: '2026-11-21T02:00:00.000Z',
       data: { scanId: 's', siteId: 'x', domain: 'd.example', score: 87.5 },
     });
+  });
+});
+
+describe('eventBodyAround', () => {
+  it('gives the bytes around the timestamp, so that head + ISO time + tail is exactly buildEventBody, whatever the data holds', () => {
+    const at = new Date('2026-11-21T02:00:00.123Z');
+    const data = { deploymentId: 'dep_1', siteId: 'site_1', powerUpId: 'pu "quoted" \\u0000ts ☃ </script>' };
+
+    const { head, tail } = eventBodyAround('power_up.deployed', data);
+
+    expect(`${head}${at.toISOString()}${tail}`).toBe(buildEventBody('power_up.deployed', at, data));
+    expect(`${head}${at.toISOString()}${tail}`).toBe(JSON.stringify({ event: 'power_up.deployed', timestamp: at.toISOString(), data }));
   });
 });

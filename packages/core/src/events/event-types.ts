@@ -39,7 +39,20 @@ export function isEventType(value: unknown): value is EventType {
  * nothing but the fields of §6.1 can reach a receiver.
  */
 export function buildEventBody<T extends EventType>(type: T, timestamp: Date, data: EventDataByType[T]): string {
-  return JSON.stringify({ event: type, timestamp: timestamp.toISOString(), data: pickData(type, data) });
+  const { head, tail } = eventBodyAround(type, data);
+  return `${head}${timestamp.toISOString()}${tail}`;
+}
+
+/**
+ * The envelope's bytes before and after its timestamp, so that the database can date the event
+ * with its own clock in the same INSERT (head + ISO 8601 time + tail = buildEventBody's bytes:
+ * `{"event":…,"timestamp":"…","data":{…}}`, exactly JSON.stringify of the envelope).
+ */
+export function eventBodyAround<T extends EventType>(type: T, data: EventDataByType[T]): { head: string; tail: string } {
+  return {
+    head: `{"event":${JSON.stringify(type)},"timestamp":"`,
+    tail: `",${JSON.stringify({ data: pickData(type, data) }).slice(1)}`,
+  };
 }
 
 function pickData(type: EventType, data: EventDataByType[EventType]): Record<string, string | number> {

@@ -1,6 +1,6 @@
 import type { DbOrTx } from '../db/knex.js';
 import { newId } from '../ids.js';
-import { buildEventBody, type EventDataByType, type EventType } from './event-types.js';
+import { eventBodyAround, type EventDataByType, type EventType } from './event-types.js';
 
 export interface StoredEvent {
   id: string;
@@ -14,6 +14,8 @@ export interface StoredEvent {
  * Inserts an event with its body built once; call it inside the transaction that records the fact.
  * Its time is the database's clock, never the producer's: the sweep compares it with the
  * database's clock, and a producer whose clock runs ahead would hide a lost fan-out from it.
+ * One round trip: the statement reads the clock (to the millisecond, as the column keeps it, so
+ * the body's timestamp and the row's are one instant) and writes it into the body itself.
  */
 export async function insertEvent<T extends EventType>(
   tx: DbOrTx,
@@ -22,12 +24,18 @@ export async function insertEvent<T extends EventType>(
   data: EventDataByType[T],
 ): Promise<StoredEvent> {
   const id = newId('evt');
-  // Milliseconds, as the column keeps them, so the body's timestamp and the row's are one instant.
-  const clock = await tx.raw(`SELECT date_trunc('milliseconds', clock_timestamp()) AS now`);
-  const createdAt = clock.rows[0].now as Date;
-  const body = buildEventBody(type, createdAt, data);
-  await tx('events').insert({ id, account_id: accountId, type, body, created_at: createdAt });
-  return { id, accountId, type, body, createdAt };
+  const { head, tail } = eventBodyAround(type, data);
+  const result = await tx
+    .raw(
+      `INSERT INTO events (id, account_id, type, body, created_at)
+       SELECT :id, :accountId, :type, :head || to_char(c.now AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') || :tail, c.now
+         FROM (SELECT date_trunc('milliseconds', clock_timestamp()) AS now) c
+       RETURNING body, created_at`,
+      { id, accountId, type, head, tail },
+    )
+    .options({ name: 'svc_insert_event_v1' });
+  const row = result.rows[0] as { body: string; created_at: Date };
+  return { id, accountId, type, body: row.body, createdAt: row.created_at };
 }
 
 /** Events whose fan-out has not been recorded, oldest first, older than the grace period. */
