@@ -1,13 +1,12 @@
-import type { Db, DbOrTx } from '../db/knex.js';
+import type { Db } from '../db/knex.js';
 import { NotFoundError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { enqueueAfterCommit } from '../queues/enqueue-after-commit.js';
 import { enqueueFanout, type Queues } from '../queues/queues.js';
-import { insertAiMonitorRun, type AiMonitorRun } from '../ai-monitor/ai-run.repository.js';
-import { assertPowerUpId, insertPowerUpDeployment, type PowerUpDeployment } from '../power-ups/deployment.repository.js';
-import { assertScore, markScanCompleted, type Scan } from '../scans/scan.repository.js';
-import { findSiteById, type SiteSummary } from '../sites/site.repository.js';
-import { insertEvent } from './event.repository.js';
+import type { AiMonitorRun } from '../ai-monitor/ai-run.repository.js';
+import { assertPowerUpId, type PowerUpDeployment } from '../power-ups/deployment.repository.js';
+import { assertScore, explainNotRunning, type Scan } from '../scans/scan.repository.js';
+import { completeScanWithEvent, insertAiRunWithEvent, insertDeploymentWithEvent } from './producer-statements.js';
 
 /** What a producer needs: the database, the fan-out queue, and a logger for a failed enqueue. */
 export interface ProducerDeps {
@@ -23,29 +22,18 @@ function announce(deps: ProducerDeps, eventId: string): Promise<void> {
 
 /**
  * The one producer sequence (operator contract §4): record the fact and its event in one
- * transaction, then announce the event. `record` returns the fact and the event's id.
+ * transaction — one statement (producer-statements.ts) — then announce the event.
  */
-async function produce<T>(deps: ProducerDeps, record: (tx: DbOrTx) => Promise<T & { eventId: string }>): Promise<T & { eventId: string }> {
-  const result = await deps.db.transaction(record);
+async function produce<T extends { eventId: string }>(deps: ProducerDeps, record: () => Promise<T>): Promise<T> {
+  const result = await record();
   await announce(deps, result.eventId);
   return result;
-}
-
-async function requireSite(tx: DbOrTx, siteId: string): Promise<SiteSummary & { accountId: string }> {
-  const site = await findSiteById(tx, siteId);
-  if (!site) throw new NotFoundError(`site ${siteId} does not exist`);
-  return site;
 }
 
 /** Records a completed scan and its `scan.completed` event in one transaction, then enqueues it. */
 export async function completeScan(deps: ProducerDeps, input: { scanId: string; score: number }): Promise<{ scan: Scan; eventId: string }> {
   const score = assertScore(input.score);
-  return produce(deps, async (tx) => {
-    const scan = await markScanCompleted(tx, input.scanId, score);
-    const site = await requireSite(tx, scan.siteId);
-    const event = await insertEvent(tx, site.accountId, 'scan.completed', { scanId: scan.id, siteId: site.id, domain: site.domain, score });
-    return { scan, eventId: event.id };
-  });
+  return produce(deps, async () => (await completeScanWithEvent(deps.db, input.scanId, score)) ?? (await refuseScan(deps.db, input.scanId)));
 }
 
 /** Records a completed AI Monitor run and its `ai_check.completed` event, then enqueues it. */
@@ -54,12 +42,7 @@ export async function completeAiMonitorRun(
   input: { siteId: string; compositeScore: number },
 ): Promise<{ run: AiMonitorRun; eventId: string }> {
   const compositeScore = assertScore(input.compositeScore, 'compositeScore');
-  return produce(deps, async (tx) => {
-    const site = await requireSite(tx, input.siteId);
-    const run = await insertAiMonitorRun(tx, site.id, compositeScore);
-    const event = await insertEvent(tx, site.accountId, 'ai_check.completed', { runId: run.id, siteId: site.id, domain: site.domain, compositeScore });
-    return { run, eventId: event.id };
-  });
+  return produce(deps, async () => (await insertAiRunWithEvent(deps.db, input.siteId, compositeScore)) ?? missingSite(input.siteId));
 }
 
 /** Records a successful Power-Up deployment and its `power_up.deployed` event, then enqueues it. */
@@ -68,10 +51,14 @@ export async function deployPowerUp(
   input: { siteId: string; powerUpId: string },
 ): Promise<{ deployment: PowerUpDeployment; eventId: string }> {
   const powerUpId = assertPowerUpId(input.powerUpId);
-  return produce(deps, async (tx) => {
-    const site = await requireSite(tx, input.siteId);
-    const deployment = await insertPowerUpDeployment(tx, site.id, powerUpId);
-    const event = await insertEvent(tx, site.accountId, 'power_up.deployed', { deploymentId: deployment.id, siteId: site.id, powerUpId });
-    return { deployment, eventId: event.id };
-  });
+  return produce(deps, async () => (await insertDeploymentWithEvent(deps.db, input.siteId, powerUpId)) ?? missingSite(input.siteId));
+}
+
+function missingSite(siteId: string): never {
+  throw new NotFoundError(`site ${siteId} does not exist`);
+}
+
+/** Why a scan could not be completed: it does not exist, or it is not running. */
+async function refuseScan(db: Db, scanId: string): Promise<never> {
+  throw await explainNotRunning(db, scanId);
 }

@@ -1,0 +1,99 @@
+/**
+ * The fact and its event in ONE statement each (operator contract §4: one transaction), so a
+ * producer pays one round trip and one commit for both, not BEGIN, a read, two inserts and
+ * COMMIT. Each statement reads what it needs (the site, the scan) in the same snapshot and
+ * inserts nothing when that row does not exist or is in the wrong state (no row comes back).
+ */
+import type { Db } from '../db/knex.js';
+import { newId } from '../ids.js';
+import type { AiMonitorRun } from '../ai-monitor/ai-run.repository.js';
+import type { PowerUpDeployment } from '../power-ups/deployment.repository.js';
+import type { Scan, ScanStatus } from '../scans/scan.repository.js';
+import { eventInsertCte } from './event.repository.js';
+
+/** Records a Power-Up deployment and its `power_up.deployed` event; undefined when the site does not exist. */
+export async function insertDeploymentWithEvent(
+  db: Db,
+  siteId: string,
+  powerUpId: string,
+): Promise<{ deployment: PowerUpDeployment; eventId: string } | undefined> {
+  const deploymentId = newId('dep');
+  const event = eventInsertCte('power_up.deployed', { deploymentId, siteId, powerUpId }, { from: 'fact JOIN site ON site.id = fact.site_id', accountIdSql: 'site.account_id' });
+  const result = await db
+    .raw(
+      `WITH site AS (SELECT id, account_id FROM sites WHERE id = :siteId),
+       fact AS (
+         INSERT INTO power_up_deployments (id, site_id, power_up_id) SELECT :deploymentId, site.id, :powerUpId FROM site
+         RETURNING id, site_id, power_up_id, deployed_at
+       ), ${event.sql}
+       SELECT fact.id, fact.site_id, fact.power_up_id, fact.deployed_at FROM fact, event`,
+      { ...event.bindings, siteId, deploymentId, powerUpId },
+    )
+    .options({ name: 'svc_produce_power_up_deployed_v1' });
+  const row = result.rows[0] as { id: string; site_id: string; power_up_id: string; deployed_at: Date } | undefined;
+  if (!row) return undefined;
+  return { deployment: { id: row.id, siteId: row.site_id, powerUpId: row.power_up_id, deployedAt: row.deployed_at }, eventId: event.eventId };
+}
+
+/** Records a completed AI Monitor run and its `ai_check.completed` event; undefined when the site does not exist. */
+export async function insertAiRunWithEvent(
+  db: Db,
+  siteId: string,
+  compositeScore: number,
+): Promise<{ run: AiMonitorRun; eventId: string } | undefined> {
+  const runId = newId('run');
+  const event = eventInsertCte(
+    'ai_check.completed',
+    { runId, siteId, domain: '', compositeScore },
+    { from: 'fact JOIN site ON site.id = fact.site_id', accountIdSql: 'site.account_id', fromDatabase: { domain: 'site.domain' } },
+  );
+  const result = await db
+    .raw(
+      `WITH site AS (SELECT id, account_id, domain FROM sites WHERE id = :siteId),
+       fact AS (
+         INSERT INTO ai_monitor_runs (id, site_id, composite_score) SELECT :runId, site.id, :compositeScore FROM site
+         RETURNING id, site_id, composite_score, completed_at
+       ), ${event.sql}
+       SELECT fact.id, fact.site_id, fact.composite_score, fact.completed_at FROM fact, event`,
+      { ...event.bindings, siteId, runId, compositeScore },
+    )
+    .options({ name: 'svc_produce_ai_check_completed_v1' });
+  const row = result.rows[0] as { id: string; site_id: string; composite_score: number | string; completed_at: Date } | undefined;
+  if (!row) return undefined;
+  return { run: { id: row.id, siteId: row.site_id, compositeScore: Number(row.composite_score), completedAt: row.completed_at }, eventId: event.eventId };
+}
+
+/** Completes a running scan and records its `scan.completed` event; undefined when the scan is not running (or missing). */
+export async function completeScanWithEvent(db: Db, scanId: string, score: number): Promise<{ scan: Scan; eventId: string } | undefined> {
+  const event = eventInsertCte(
+    'scan.completed',
+    { scanId, siteId: '', domain: '', score },
+    { from: 'fact JOIN site ON site.id = fact.site_id', accountIdSql: 'site.account_id', fromDatabase: { siteId: 'site.id', domain: 'site.domain' } },
+  );
+  const result = await db
+    .raw(
+      `WITH fact AS (
+         UPDATE scans SET status = 'completed', score = :score, completed_at = CURRENT_TIMESTAMP(3)
+          WHERE id = :scanId AND status = 'running'
+         RETURNING id, site_id, status, score, started_at, completed_at, failed_at
+       ), site AS (SELECT s.id, s.account_id, s.domain FROM sites s WHERE s.id IN (SELECT site_id FROM fact)),
+       ${event.sql}
+       SELECT fact.* FROM fact, event`,
+      { ...event.bindings, scanId, score },
+    )
+    .options({ name: 'svc_produce_scan_completed_v1' });
+  const row = result.rows[0] as
+    | { id: string; site_id: string; status: ScanStatus; score: number | string | null; started_at: Date; completed_at: Date | null; failed_at: Date | null }
+    | undefined;
+  if (!row) return undefined;
+  const scan: Scan = {
+    id: row.id,
+    siteId: row.site_id,
+    status: row.status,
+    score: row.score === null ? null : Number(row.score),
+    startedAt: row.started_at,
+    completedAt: row.completed_at,
+    failedAt: row.failed_at,
+  };
+  return { scan, eventId: event.eventId };
+}
