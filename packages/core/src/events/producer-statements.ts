@@ -8,7 +8,7 @@ import type { Db } from '../db/knex.js';
 import { newId } from '../ids.js';
 import type { AiMonitorRun } from '../ai-monitor/ai-run.repository.js';
 import type { PowerUpDeployment } from '../power-ups/deployment.repository.js';
-import type { Scan, ScanStatus } from '../scans/scan.repository.js';
+import { toScan, type Scan, type ScanRow } from '../scans/scan.repository.js';
 import { eventInsertCte } from './event.repository.js';
 
 /** Records a Power-Up deployment and its `power_up.deployed` event; undefined when the site does not exist. */
@@ -82,18 +82,8 @@ export async function completeScanWithEvent(db: Db, scanId: string, score: numbe
       { ...event.bindings, scanId, score },
     )
     .options({ name: 'svc_produce_scan_completed_v1' });
-  const row = result.rows[0] as
-    | { id: string; site_id: string; status: ScanStatus; score: number | string | null; started_at: Date; completed_at: Date | null; failed_at: Date | null }
-    | undefined;
+  const row = result.rows[0] as ScanRow | undefined;
   if (!row) return undefined;
-  const scan: Scan = {
-    id: row.id,
-    siteId: row.site_id,
-    status: row.status,
-    score: row.score === null ? null : Number(row.score),
-    startedAt: row.started_at,
-    completedAt: row.completed_at,
-    failedAt: row.failed_at,
-  };
+  const scan = toScan(row);
   return { scan, eventId: event.eventId };
 }

@@ -14,7 +14,8 @@ export interface Scan {
   failedAt: Date | null;
 }
 
-interface ScanRow {
+/** A `scans` row as Postgres returns it. */
+export interface ScanRow {
   id: string;
   site_id: string;
   status: ScanStatus;
@@ -24,7 +25,7 @@ interface ScanRow {
   failed_at: Date | null;
 }
 
-function toScan(row: ScanRow): Scan {
+export function toScan(row: ScanRow): Scan {
   return {
     id: row.id,
     siteId: row.site_id,
