@@ -47,7 +47,7 @@ export async function claimAttempt(db: Db, deliveryId: string, attempt: number, 
 }
 
 /**
- * claimAttempt for many attempts in one transaction (one commit): the attempts workers picked
+ * claimAttempt for many attempts in one statement (one commit): the attempts workers picked
  * up together. Each gets exactly the answer claimAttempt would give it alone. The
  * subscriptions are locked FOR SHARE first, in id order — every statement that locks several
  * subscriptions takes them in that order before any delivery row, so batches cannot deadlock.
@@ -56,56 +56,57 @@ export async function claimAttempt(db: Db, deliveryId: string, attempt: number, 
 export async function claimAttempts(db: Db, requests: readonly AttemptRequest[], leaseMs: number): Promise<ClaimResult[]> {
   if (requests.length === 0) return [];
   const ids = requests.map((r) => r.deliveryId);
-  const rows = await db.transaction(async (tx) => {
-    await tx
-      .raw(
-        `SELECT s.id FROM webhook_subscriptions s
-          WHERE s.id IN (SELECT subscription_id FROM deliveries WHERE id = ANY(?::text[]))
-          ORDER BY s.id FOR SHARE`,
-        [ids],
-      )
-      .options({ name: 'svc_claim_lock_subscriptions_v1' });
-    const result = await tx
-      .raw(
-        `WITH req AS (
-           SELECT * FROM unnest(:ids::text[], :attempts::int[], :unrecorded::text[]) AS r(id, attempt, unrecorded)
-         ), claimed AS (
-           UPDATE deliveries d SET locked_until = clock_timestamp() + make_interval(secs => :leaseSecs), claims = d.claims + 1
-             FROM req, webhook_subscriptions s
-            WHERE d.id = req.id AND s.id = d.subscription_id AND d.status = 'pending' AND d.attempt_count = req.attempt - 1
-              AND s.status = 'active' AND d.claims < :maxClaims
-              AND (d.locked_until IS NULL OR d.locked_until <= clock_timestamp())
-              AND d.next_attempt_at <= clock_timestamp()
-           RETURNING d.id
-         ), abandoned AS (
-           UPDATE deliveries d SET status = 'failed', locked_until = NULL, next_attempt_at = NULL,
-                  finished_at = clock_timestamp(), failure_reason = req.unrecorded
-             FROM req
-            WHERE d.id = req.id AND d.status = 'pending' AND d.attempt_count = req.attempt - 1 AND d.claims >= :maxClaims
-              AND (d.locked_until IS NULL OR d.locked_until <= clock_timestamp())
-           RETURNING d.id
-         )
-         SELECT req.id AS req_id, d.id, d.subscription_id, d.event_id, d.status, d.attempt_count,
-                GREATEST(0, EXTRACT(EPOCH FROM (d.next_attempt_at - clock_timestamp())) * 1000)::float8 AS due_in_ms,
-                GREATEST(0, EXTRACT(EPOCH FROM (d.locked_until - clock_timestamp())) * 1000)::float8 AS locked_for_ms,
-                s.status AS sub_status, s.url, s.secret, e.type, e.body,
-                EXISTS (SELECT 1 FROM claimed c WHERE c.id = req.id) AS claimed,
-                EXISTS (SELECT 1 FROM abandoned a WHERE a.id = req.id) AS abandoned
-           FROM req
-           LEFT JOIN deliveries d ON d.id = req.id
-           LEFT JOIN events e ON e.id = d.event_id
-           LEFT JOIN webhook_subscriptions s ON s.id = d.subscription_id`,
-        {
-          ids,
-          attempts: requests.map((r) => r.attempt),
-          unrecorded: requests.map((r) => unrecordedAttemptReason(r.attempt)),
-          leaseSecs: leaseMs / 1000,
-          maxClaims: MAX_CLAIMS_PER_ATTEMPT,
-        },
-      )
-      .options({ name: 'svc_claim_attempts_v1' });
-    return result.rows as ClaimRow[];
-  });
+  // One statement, one round trip, one commit. `sub` locks the subscriptions FOR SHARE in id
+  // order and yields their latest committed versions (a revocation committed meanwhile is
+  // seen); `gate` (count over all of `sub`) is joined into both UPDATEs, so no delivery row is
+  // touched before every subscription of the batch is locked — the one lock order.
+  const result = await db
+    .raw(
+      `WITH req AS (
+         SELECT * FROM unnest(:ids::text[], :attempts::int[], :unrecorded::text[]) AS r(id, attempt, unrecorded)
+       ), sub AS (
+         SELECT s.id, s.status, s.url, s.secret FROM webhook_subscriptions s
+          WHERE s.id IN (SELECT subscription_id FROM deliveries WHERE id IN (SELECT id FROM req))
+          ORDER BY s.id
+            FOR SHARE
+       ), gate AS (
+         SELECT count(*) AS locked FROM sub
+       ), claimed AS (
+         UPDATE deliveries d SET locked_until = clock_timestamp() + make_interval(secs => :leaseSecs), claims = d.claims + 1
+           FROM req, sub, gate
+          WHERE d.id = req.id AND sub.id = d.subscription_id AND d.status = 'pending' AND d.attempt_count = req.attempt - 1
+            AND sub.status = 'active' AND d.claims < :maxClaims
+            AND (d.locked_until IS NULL OR d.locked_until <= clock_timestamp())
+            AND d.next_attempt_at <= clock_timestamp()
+         RETURNING d.id
+       ), abandoned AS (
+         UPDATE deliveries d SET status = 'failed', locked_until = NULL, next_attempt_at = NULL,
+                finished_at = clock_timestamp(), failure_reason = req.unrecorded
+           FROM req, gate
+          WHERE d.id = req.id AND d.status = 'pending' AND d.attempt_count = req.attempt - 1 AND d.claims >= :maxClaims
+            AND (d.locked_until IS NULL OR d.locked_until <= clock_timestamp())
+         RETURNING d.id
+       )
+       SELECT req.id AS req_id, d.id, d.subscription_id, d.event_id, d.status, d.attempt_count,
+              GREATEST(0, EXTRACT(EPOCH FROM (d.next_attempt_at - clock_timestamp())) * 1000)::float8 AS due_in_ms,
+              GREATEST(0, EXTRACT(EPOCH FROM (d.locked_until - clock_timestamp())) * 1000)::float8 AS locked_for_ms,
+              sub.status AS sub_status, sub.url, sub.secret, e.type, e.body,
+              EXISTS (SELECT 1 FROM claimed c WHERE c.id = req.id) AS claimed,
+              EXISTS (SELECT 1 FROM abandoned a WHERE a.id = req.id) AS abandoned
+         FROM req
+         LEFT JOIN deliveries d ON d.id = req.id
+         LEFT JOIN events e ON e.id = d.event_id
+         LEFT JOIN sub ON sub.id = d.subscription_id`,
+      {
+        ids,
+        attempts: requests.map((r) => r.attempt),
+        unrecorded: requests.map((r) => unrecordedAttemptReason(r.attempt)),
+        leaseSecs: leaseMs / 1000,
+        maxClaims: MAX_CLAIMS_PER_ATTEMPT,
+      },
+    )
+    .options({ name: 'svc_claim_attempts_v2' });
+  const rows = result.rows as ClaimRow[];
   const byId = new Map(rows.map((row) => [row.req_id, row]));
   return requests.map((request) => toClaimResult(byId.get(request.deliveryId), request.attempt));
 }

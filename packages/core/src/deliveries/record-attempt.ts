@@ -97,10 +97,10 @@ export async function recordAttempt(
 }
 
 /**
- * recordAttempt for many delivered or to-be-retried attempts in one transaction (one commit):
+ * recordAttempt for many delivered or to-be-retried attempts in one statement (one commit):
  * the attempts that finished together. A final failure (isFinalFailure) is never passed here.
  * The subscriptions of the delivered ones are locked first, in id order (as the claim takes
- * them), since their failureCount goes back to 0; then one statement inserts every attempt row
+ * them), since their failureCount goes back to 0; the same statement inserts every attempt row
  * and moves every delivery still waiting for that outcome. No two items may name the same delivery.
  */
 export async function recordAttempts(db: Db, finished: readonly FinishedAttempt[], retryDelaysMs: readonly number[]): Promise<RecordResult[]> {
@@ -109,54 +109,55 @@ export async function recordAttempts(db: Db, finished: readonly FinishedAttempt[
   const columns = finished.map(({ outcome }) => attemptColumns(outcome));
   const delaysMs = finished.map(({ attempt, outcome }) => (outcome.ok ? 0 : (retryDelaysMs[attempt.attempt - 1] ?? 0)));
   const deliveredSubscriptions = [...new Set(finished.filter((f) => f.outcome.ok).map((f) => f.attempt.subscriptionId))];
-  const moved = await db.transaction(async (tx) => {
-    if (deliveredSubscriptions.length > 0) {
-      await tx
-        .raw(`SELECT id FROM webhook_subscriptions WHERE id = ANY(?::text[]) ORDER BY id FOR NO KEY UPDATE`, [deliveredSubscriptions])
-        .options({ name: 'svc_record_lock_subscriptions_v1' });
-    }
-    const result = await tx
-      .raw(
-        `WITH o AS (
-           SELECT * FROM unnest(:ids::text[], :ns::int[], :ats::timestamptz[], :codes::int[], :errors::text[], :durations::int[],
-                                :excerpts::text[], :bytes::bytea[], :oks::bool[], :delaySecs::float8[])
-                    AS o(id, n, at, status_code, error, duration_ms, excerpt, excerpt_bytes, ok, delay_secs)
-         ), moved AS (
-           UPDATE deliveries d
-              SET status = CASE WHEN o.ok THEN 'delivered' ELSE d.status END,
-                  attempt_count = o.n, locked_until = NULL,
-                  claims = CASE WHEN o.ok THEN d.claims ELSE 0 END,
-                  next_attempt_at = CASE WHEN o.ok THEN NULL ELSE clock_timestamp() + make_interval(secs => o.delay_secs) END,
-                  finished_at = CASE WHEN o.ok THEN clock_timestamp() ELSE d.finished_at END
-             FROM o
-            WHERE d.id = o.id AND d.status = 'pending' AND d.attempt_count = o.n - 1
-           RETURNING d.id, d.subscription_id, o.ok
-         ), attempt AS (
-           INSERT INTO delivery_attempts (delivery_id, n, at, status_code, error, duration_ms, response_excerpt, response_excerpt_bytes)
-           SELECT o.id, o.n, o.at, o.status_code, o.error, o.duration_ms, o.excerpt, o.excerpt_bytes
-             FROM o WHERE EXISTS (SELECT 1 FROM deliveries WHERE id = o.id)
-           ON CONFLICT (delivery_id, n) DO NOTHING
-         ), sub AS (
-           UPDATE webhook_subscriptions s SET last_delivery_at = clock_timestamp(), failure_count = 0
-            WHERE s.id IN (SELECT subscription_id FROM moved WHERE ok) AND s.status = 'active'
-         )
-         SELECT id FROM moved`,
-        {
-          ids: finished.map((f) => f.attempt.deliveryId),
-          ns: finished.map((f) => f.attempt.attempt),
-          ats: columns.map((c) => c.at),
-          codes: columns.map((c) => c.statusCode),
-          errors: columns.map((c) => c.error),
-          durations: columns.map((c) => c.durationMs),
-          excerpts: columns.map((c) => c.excerpt),
-          bytes: columns.map((c) => c.excerptBytes),
-          oks: finished.map((f) => f.outcome.ok),
-          delaySecs: delaysMs.map((ms) => ms / 1000),
-        },
-      )
-      .options({ name: 'svc_record_attempts_v1' });
-    return new Set((result.rows as Array<{ id: string }>).map((row) => row.id));
-  });
+  // One statement, one round trip, one commit. `locked` takes the delivered ones' subscriptions
+  // FOR NO KEY UPDATE in id order; `gate` (count over all of it) is joined into the UPDATE, so no
+  // delivery row is touched before every one of them is locked — the claim's lock order.
+  const result = await db
+    .raw(
+      `WITH o AS (
+         SELECT * FROM unnest(:ids::text[], :ns::int[], :ats::timestamptz[], :codes::int[], :errors::text[], :durations::int[],
+                              :excerpts::text[], :bytes::bytea[], :oks::bool[], :delaySecs::float8[])
+                  AS o(id, n, at, status_code, error, duration_ms, excerpt, excerpt_bytes, ok, delay_secs)
+       ), locked AS (
+         SELECT id FROM webhook_subscriptions WHERE id = ANY(:deliveredSubscriptions::text[]) ORDER BY id FOR NO KEY UPDATE
+       ), gate AS (
+         SELECT count(*) AS locked FROM locked
+       ), moved AS (
+         UPDATE deliveries d
+            SET status = CASE WHEN o.ok THEN 'delivered' ELSE d.status END,
+                attempt_count = o.n, locked_until = NULL,
+                claims = CASE WHEN o.ok THEN d.claims ELSE 0 END,
+                next_attempt_at = CASE WHEN o.ok THEN NULL ELSE clock_timestamp() + make_interval(secs => o.delay_secs) END,
+                finished_at = CASE WHEN o.ok THEN clock_timestamp() ELSE d.finished_at END
+           FROM o, gate
+          WHERE d.id = o.id AND d.status = 'pending' AND d.attempt_count = o.n - 1
+         RETURNING d.id, d.subscription_id, o.ok
+       ), attempt AS (
+         INSERT INTO delivery_attempts (delivery_id, n, at, status_code, error, duration_ms, response_excerpt, response_excerpt_bytes)
+         SELECT o.id, o.n, o.at, o.status_code, o.error, o.duration_ms, o.excerpt, o.excerpt_bytes
+           FROM o WHERE EXISTS (SELECT 1 FROM deliveries WHERE id = o.id)
+         ON CONFLICT (delivery_id, n) DO NOTHING
+       ), sub AS (
+         UPDATE webhook_subscriptions s SET last_delivery_at = clock_timestamp(), failure_count = 0
+          WHERE s.id IN (SELECT subscription_id FROM moved WHERE ok) AND s.status = 'active'
+       )
+       SELECT id FROM moved`,
+      {
+        ids: finished.map((f) => f.attempt.deliveryId),
+        ns: finished.map((f) => f.attempt.attempt),
+        ats: columns.map((c) => c.at),
+        codes: columns.map((c) => c.statusCode),
+        errors: columns.map((c) => c.error),
+        durations: columns.map((c) => c.durationMs),
+        excerpts: columns.map((c) => c.excerpt),
+        bytes: columns.map((c) => c.excerptBytes),
+        oks: finished.map((f) => f.outcome.ok),
+        delaySecs: delaysMs.map((ms) => ms / 1000),
+        deliveredSubscriptions,
+      },
+    )
+    .options({ name: 'svc_record_attempts_v2' });
+  const moved = new Set((result.rows as Array<{ id: string }>).map((row) => row.id));
   return finished.map(({ attempt, outcome }, i): RecordResult => {
     if (!moved.has(attempt.deliveryId)) return { kind: 'stale' };
     return outcome.ok ? { kind: 'delivered' } : { kind: 'retry', nextAttempt: attempt.attempt + 1, delayMs: delaysMs[i] as number };
