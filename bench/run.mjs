@@ -558,7 +558,7 @@ function buildReport(results, machine, mode) {
     }
     notes.push(
       `Case 2: ${P.throughputN} events through deployPowerUp / completeAiMonitorRun / completeScan (${P.publishConcurrency} at a time) spread over ${P.tpAccounts} accounts with one subscription each (so the per-subscription cap of 10 never binds); DISPATCHER_CONCURRENCY=${DISPATCHER_CONCURRENCY} (default); the got loop posts the same bodies, signed, ${DISPATCHER_CONCURRENCY} at a time over a keep-alive agent. Publishing took ${t.map((m) => (m.svc.publishMs / 1000).toFixed(1)).join(' / ')} s of the service's ${t.map((m) => (m.svc.elapsedMs / 1000).toFixed(1)).join(' / ')} s.`,
-      `Case 2, CPU ms per delivery (run 1, from /proc; postgres and redis count every backend on the machine) — service: ${formatCpu(t[0].svc.cpuMs, P.throughputN)}; got loop: ${formatCpu(t[0].baseline.cpuMs, P.throughputN)}. Postgres transactions committed per delivery (publisher + dispatcher): ${t.map((m) => m.svc.pgCommitsPerDelivery.toFixed(2)).join(' / ')}.`,
+      `Case 2, CPU ms per delivery (run 1, from /proc; postgres = the bench database's backends and Postgres's background processes, other databases apart as postgres-other; redis is one process shared with the machine) — service: ${formatCpu(t[0].svc.cpuMs, P.throughputN)}; got loop: ${formatCpu(t[0].baseline.cpuMs, P.throughputN)}. Postgres transactions committed per delivery (publisher + dispatcher): ${t.map((m) => m.svc.pgCommitsPerDelivery.toFixed(2)).join(' / ')}.`,
     );
   }
 
