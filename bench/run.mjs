@@ -73,13 +73,15 @@ const FULL = {
   retryCount: 1_000,
   retryLeadMs: 3_000,
   fanoutSubs: 1_000,
+  // Reported (no target): one run of the same case at this width.
+  fanoutWideSubs: 10_000,
   memoryPending: 100_000,
   // New runs start only while they fit before budgetMs (each case keeps at least one run);
   // the watchdog is the hard stop.
   budgetMs: 14 * 60_000,
   watchdogMs: 15 * 60_000,
   // One run of each later case, reserved when deciding whether another run fits.
-  reserveMs: { throughput: 90_000, scaleout: 60_000, latency: 80_000, retry: 25_000, fanout: 20_000, memory: 30_000 },
+  reserveMs: { throughput: 90_000, scaleout: 60_000, latency: 80_000, retry: 25_000, fanout: 45_000, memory: 30_000 },
 };
 const QUICK = {
   ...FULL,
@@ -97,6 +99,7 @@ const QUICK = {
   retryCount: 100,
   retryLeadMs: 2_000,
   fanoutSubs: 100,
+  fanoutWideSubs: 1_000,
   memoryPending: 5_000,
   budgetMs: 3 * 60_000,
   watchdogMs: 4 * 60_000,
@@ -412,6 +415,9 @@ async function main() {
       log(`  fan-out run ${r + 1}/${P.runs}: ${P.fanoutSubs} received after ${m.ms.toFixed(0)} ms${m.valid ? '' : ` INVALID ${JSON.stringify(m.recorded)}`}`);
       return m;
     });
+    const wide = await fanoutRun({ db, receiver, queues, siteId: fx.wide.siteId, m: P.fanoutWideSubs });
+    log(`  fan-out to ${P.fanoutWideSubs}: received after ${wide.ms.toFixed(0)} ms${wide.valid ? '' : ` INVALID ${JSON.stringify(wide.recorded)}`}`);
+    results.fanoutWide = [wide];
   }
 
   // Case 6.
@@ -619,6 +625,14 @@ function buildReport(results, machine, mode) {
   if (results.fanout.length) {
     const f = results.fanout;
     rows.push({ case: '5', figure: `fan-out: one event to ${P.fanoutSubs} subscriptions, all received`, unit: 'ms', format: 'ms', svc: per(f, (m) => m.ms), target: '≤ 2000 ms', met: ({ svc }) => svc.median <= 2000 });
+    if (results.fanoutWide?.length) {
+      const w = results.fanoutWide;
+      rows.push({ case: '5', figure: `fan-out: one event to ${P.fanoutWideSubs} subscriptions, all received (one run)`, unit: 'ms', format: 'ms', svc: per(w, (m) => m.ms), target: 'info' });
+      for (const m of w) if (!m.valid) {
+        invalid = true;
+        notes.push(`INVALID wide fan-out run: ${JSON.stringify(m.recorded)}`);
+      }
+    }
     for (const m of f) if (!m.valid) {
       invalid = true;
       notes.push(`INVALID fan-out run: ${JSON.stringify(m.recorded)}`);
