@@ -13,10 +13,19 @@ export interface Config {
   readonly perSubscriptionConcurrency: number;
   readonly sweepIntervalMs: number;
   readonly dbPoolMax: number;
+  /** The API's HTTP server bounds (apps/api/src/http/server.ts); docs/operations.md "Limits". */
+  readonly apiHeadersTimeoutMs: number;
+  readonly apiRequestTimeoutMs: number;
+  readonly apiKeepAliveTimeoutMs: number;
+  readonly apiMaxConnections: number;
+  readonly apiMaxHeaderBytes: number;
 }
 
 export type LogLevel = 'error' | 'warn' | 'info' | 'http' | 'verbose' | 'debug' | 'silly';
 const LOG_LEVELS: readonly LogLevel[] = ['error', 'warn', 'info', 'http', 'verbose', 'debug', 'silly'];
+
+/** The longest WEBHOOK_TIMEOUT_MS any process may run with: bounds how long an attempt can hold its lease. */
+export const MAX_WEBHOOK_TIMEOUT_MS = 600_000;
 
 /** The number of delays before attempts 2..7 (spec §6.3: 7 attempts in all). */
 export const RETRY_DELAY_COUNT = 6;
@@ -95,7 +104,7 @@ export function loadConfig(env: Env = process.env): Config {
     port: parseInteger(env, 'PORT', 3000, 0, 65535),
     logLevel: level as LogLevel,
     rateLimitPerMinute: parseInteger(env, 'RATE_LIMIT_PER_MINUTE', 60, 1, 1_000_000),
-    webhookTimeoutMs: parseInteger(env, 'WEBHOOK_TIMEOUT_MS', 10_000, 1, 600_000),
+    webhookTimeoutMs: parseInteger(env, 'WEBHOOK_TIMEOUT_MS', 10_000, 1, MAX_WEBHOOK_TIMEOUT_MS),
     webhookRetryDelaysMs: Object.freeze(
       parseDelays(env, 'WEBHOOK_RETRY_DELAYS_MS', '60000,300000,1800000,7200000,43200000,86400000'),
     ),
@@ -105,8 +114,30 @@ export function loadConfig(env: Env = process.env): Config {
     perSubscriptionConcurrency: parseInteger(env, 'DISPATCHER_PER_SUBSCRIPTION_CONCURRENCY', 10, 1, 10_000),
     sweepIntervalMs: parseInteger(env, 'DISPATCHER_SWEEP_INTERVAL_MS', 5_000, 100, 3_600_000),
     dbPoolMax: parseInteger(env, 'DB_POOL_MAX', 20, 1, 1_000),
+    ...parseApiServer(env),
   };
   return Object.freeze(config);
+}
+
+type ApiServerConfig = Pick<
+  Config,
+  'apiHeadersTimeoutMs' | 'apiRequestTimeoutMs' | 'apiKeepAliveTimeoutMs' | 'apiMaxConnections' | 'apiMaxHeaderBytes'
+>;
+
+function parseApiServer(env: Env): ApiServerConfig {
+  const apiHeadersTimeoutMs = parseInteger(env, 'API_HEADERS_TIMEOUT_MS', 10_000, 100, 600_000);
+  const apiRequestTimeoutMs = parseInteger(env, 'API_REQUEST_TIMEOUT_MS', 30_000, 100, 3_600_000);
+  // Node refuses a server whose whole-request timeout is shorter than its headers timeout.
+  if (apiRequestTimeoutMs < apiHeadersTimeoutMs) {
+    throw new ConfigError('API_REQUEST_TIMEOUT_MS', `must be at least API_HEADERS_TIMEOUT_MS (${apiHeadersTimeoutMs})`);
+  }
+  return {
+    apiHeadersTimeoutMs,
+    apiRequestTimeoutMs,
+    apiKeepAliveTimeoutMs: parseInteger(env, 'API_KEEP_ALIVE_TIMEOUT_MS', 65_000, 100, 600_000),
+    apiMaxConnections: parseInteger(env, 'API_MAX_CONNECTIONS', 2_000, 1, 1_000_000),
+    apiMaxHeaderBytes: parseInteger(env, 'API_MAX_HEADER_BYTES', 16_384, 1_024, 1_048_576),
+  };
 }
 
 function parseQueuePrefix(env: Env): string {

@@ -14,6 +14,11 @@ describe('loadConfig', () => {
       webhookTimeoutMs: 10_000,
       webhookRetryDelaysMs: [60_000, 300_000, 1_800_000, 7_200_000, 43_200_000, 86_400_000],
       webhookAllowPrivateTargets: false,
+      apiHeadersTimeoutMs: 10_000,
+      apiRequestTimeoutMs: 30_000,
+      apiKeepAliveTimeoutMs: 65_000,
+      apiMaxConnections: 2_000,
+      apiMaxHeaderBytes: 16_384,
     });
     expect(Object.isFrozen(config)).toBe(true);
     expect(Object.isFrozen(config.webhookRetryDelaysMs)).toBe(true);
@@ -59,6 +64,10 @@ describe('loadConfig', () => {
     ['WEBHOOK_RETRY_DELAYS_MS', '1,2,3,4,5,99999999999999999999'],
     ['WEBHOOK_ALLOW_PRIVATE_TARGETS', 'maybe'],
     ['QUEUE_PREFIX', 'has space'],
+    ['API_HEADERS_TIMEOUT_MS', '0'],
+    ['API_REQUEST_TIMEOUT_MS', '5000'],
+    ['API_MAX_CONNECTIONS', '0'],
+    ['API_MAX_HEADER_BYTES', '100'],
   ])('refuses %s=%p with a ConfigError naming the variable', (variable, value) => {
     let thrown: unknown;
     try {

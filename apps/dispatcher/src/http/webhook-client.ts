@@ -1,7 +1,7 @@
 import { Agent } from 'node:https';
 import { createSecureContext, rootCertificates } from 'node:tls';
 import got, { type RequestError } from 'got';
-import { signBody, type ClaimedAttempt, type AttemptOutcome } from '@svc/core';
+import { signatureHeaders, type ClaimedAttempt, type AttemptOutcome } from '@svc/core';
 import { assertLiteralTargetAllowed, BlockedTargetError, guardedLookup } from './ssrf-guard.js';
 
 /** Spec §6.2. */
@@ -72,9 +72,9 @@ export class WebhookClient {
       headers: {
         'content-type': 'application/json',
         'user-agent': USER_AGENT,
-        'x-service-signature': signBody(body, attempt.secret),
         'x-service-event': attempt.eventType,
         'x-service-delivery-id': attempt.deliveryId,
+        ...signatureHeaders({ deliveryId: attempt.deliveryId, body, secret: attempt.secret }),
       },
       agent: { https: this.agent },
       http2: false,

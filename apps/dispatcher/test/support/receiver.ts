@@ -43,6 +43,7 @@ export interface ReceivedRequest {
  * /ok → 200, /fail → 500, /hang → never answers, /slow/<ms> → 200 after <ms>,
  * /redirect → 302 to /ok, /reset → drops the connection,
  * /flaky/<n> → 500 for the first n requests of each delivery id, then 200.
+ * answerWith(path, status) overrides any of these for exactly that path (a receiver that breaks or is fixed).
  */
 export class Receiver {
   readonly requests: ReceivedRequest[] = [];
@@ -50,6 +51,7 @@ export class Receiver {
   tlsConnections = 0;
   private readonly sockets = new Set<Socket>();
   private readonly perDelivery = new Map<string, number>();
+  private readonly overrides = new Map<string, number>();
   private readonly server: Server;
   port = 0;
 
@@ -63,6 +65,12 @@ export class Receiver {
         const seen = (this.perDelivery.get(deliveryId) ?? 0) + 1;
         this.perDelivery.set(deliveryId, seen);
         const answer = () => this.requests.push({ path, headers: req.headers, body: Buffer.concat(chunks), receivedAt: Date.now() });
+        const override = this.overrides.get(path);
+        if (override !== undefined) {
+          answer();
+          res.writeHead(override, { 'content-type': 'text/plain' }).end(`status ${override}`);
+          return;
+        }
         if (path.startsWith('/hang')) {
           answer();
           return;
@@ -119,6 +127,11 @@ export class Receiver {
 
   url(path: string, host = '127.0.0.1'): string {
     return `https://${host}:${this.port}${path}`;
+  }
+
+  /** From now on, answers every request to exactly this path with this status. */
+  answerWith(path: string, status: number): void {
+    this.overrides.set(path, status);
   }
 
   /** Requests whose path starts with the prefix. */

@@ -10,6 +10,8 @@ export interface DeliveryLogEntry {
   createdAt: Date;
   nextAttemptAt: Date | null;
   failureReason: string | null;
+  /** The delivery this one redelivers; null for the fan-out's first delivery. */
+  redeliveryOf: string | null;
   attempts: Array<{ n: number; at: Date; statusCode: number | null; error: string | null; durationMs: number; responseExcerpt: string | null }>;
 }
 
@@ -23,7 +25,7 @@ export async function listDeliveries(db: DbOrTx, subscriptionId: string, limit =
       { column: 'd.id', order: 'desc' },
     ])
     .limit(limit)
-    .select('d.id', 'd.event_id', 'e.type', 'd.status', 'd.created_at', 'd.next_attempt_at', 'd.failure_reason');
+    .select('d.id', 'd.event_id', 'e.type', 'd.status', 'd.created_at', 'd.next_attempt_at', 'd.failure_reason', 'd.redelivery_of');
   const ids = deliveries.map((row: { id: string }) => row.id);
   const attempts = ids.length
     ? await db('delivery_attempts').whereIn('delivery_id', ids).orderBy(['delivery_id', 'n']).select('*')
@@ -36,6 +38,7 @@ export async function listDeliveries(db: DbOrTx, subscriptionId: string, limit =
     createdAt: row.created_at,
     nextAttemptAt: row.next_attempt_at,
     failureReason: row.failure_reason,
+    redeliveryOf: row.redelivery_of,
     attempts: attempts
       .filter((a: { delivery_id: string }) => a.delivery_id === row.id)
       .map((a) => ({
