@@ -7,6 +7,8 @@ import { startApi, type ListeningApi } from './support.js';
 let api: ListeningApi;
 let broken: ListeningApi;
 let brokenRequests = 0;
+/** The shape of a key (so the API looks it up), matching none. */
+const WELL_FORMED_UNKNOWN_KEY = `svc_live_${'A'.repeat(32)}`;
 
 beforeAll(async () => {
   api = await startApi({ RATE_LIMIT_PER_MINUTE: '3' });
@@ -118,7 +120,7 @@ describe('SiteVisibilityClient against the real API', () => {
   });
 
   it('never sends a POST twice once it may have reached the server', async () => {
-    const client = new SiteVisibilityClient({ apiKey: 'svc_live_x', baseUrl: broken.baseUrl, maxRetries: 3, retryBaseDelayMs: 1 });
+    const client = new SiteVisibilityClient({ apiKey: WELL_FORMED_UNKNOWN_KEY, baseUrl: broken.baseUrl, maxRetries: 3, retryBaseDelayMs: 1 });
     const before = brokenRequests;
 
     const error = await caught(client.webhooks.create({ url: 'https://example.com/hook', events: ['*'] }));
@@ -129,7 +131,7 @@ describe('SiteVisibilityClient against the real API', () => {
 
   it('retries a connection that was refused, even a POST, since nothing was sent', async () => {
     const retries: RetryInfo[] = [];
-    const client = new SiteVisibilityClient({ apiKey: 'svc_live_x', baseUrl: `http://127.0.0.1:${await closedPort()}`, maxRetries: 2, retryBaseDelayMs: 1, onRetry: (info) => retries.push(info) });
+    const client = new SiteVisibilityClient({ apiKey: WELL_FORMED_UNKNOWN_KEY, baseUrl: `http://127.0.0.1:${await closedPort()}`, maxRetries: 2, retryBaseDelayMs: 1, onRetry: (info) => retries.push(info) });
 
     const error = await caught(client.webhooks.create({ url: 'https://example.com/hook', events: ['*'] }));
 
@@ -139,7 +141,7 @@ describe('SiteVisibilityClient against the real API', () => {
   });
 
   it('stops at once when the signal is aborted before the call', async () => {
-    const client = new SiteVisibilityClient({ apiKey: 'svc_live_x', baseUrl: api.baseUrl });
+    const client = new SiteVisibilityClient({ apiKey: WELL_FORMED_UNKNOWN_KEY, baseUrl: api.baseUrl });
     const controller = new AbortController();
     controller.abort(new Error('stop'));
     await expect(client.sites.list({ signal: controller.signal })).rejects.toThrow('stop');

@@ -2,10 +2,10 @@ import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import express from 'express';
-import { createWebhookHandler, verifyWebhookDelivery, type WebhookEvent } from '@site-visibility/client';
+import { createWebhookHandler, verifyWebhookDelivery, type WebhookEvent } from '../src/index.js';
 import { completeScan, deployPowerUp } from '@svc/core';
 import { waitFor } from '@svc/core/testing';
-import { createHarness, seedTenant, type Harness } from './support/harness.js';
+import { createHarness, seedTenant, type Harness } from '@svc/dispatcher/test-support';
 
 /** What the customer's receiver saw: the raw request, and what the library's handler passed on. */
 interface Seen {
