@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { failDeliveryOfDisabledSubscription } from '@svc/core';
 import { waitFor } from '@svc/core/testing';
-import { createHarness, waitForDelivery, type Harness } from '@svc/dispatcher/test-support';
+import { createHarness, HOSTILE_BODIES, waitForDelivery, type Harness } from '@svc/dispatcher/test-support';
 import { apiOn, call, deliveriesOf, fireEvent, ISO_8601, tenantWithKey, waitForRow } from './delivery-stories.js';
 import type { TestApi } from './support.js';
 
@@ -203,8 +203,22 @@ describe('GET /api/v1/webhooks/{subscriptionId}/deliveries/{deliveryId}', () => 
       nextAttemptAt: null,
       redeliveryOf: null,
       payload: JSON.parse(received!.body.toString('utf8')),
-      attempts: [{ n: 1, at: expect.stringMatching(ISO_8601), statusCode: 200, error: null, durationMs: expect.any(Number), responseExcerpt: 'ok' }],
+      attempts: [{ n: 1, at: expect.stringMatching(ISO_8601), statusCode: 200, error: null, durationMs: expect.any(Number), responseExcerpt: 'ok', responseExcerptBase64: 'b2s=' }],
     });
+  });
+
+  it('gives a receiver’s binary answer exactly, as base64, beside a readable text', async () => {
+    const t = await tenantWithKey(h);
+    const sub = await t.subscribe('/answer/200/nul');
+    const eventId = await fireEvent(h, t.site.id);
+    const row = await waitForDelivery(h, eventId, sub.id, (r) => r.status === 'delivered', 'delivered');
+
+    const res = await call(api, t.key).get(`${logOf(sub.id)}/${row.id}`);
+
+    const [attempt] = res.body.data.delivery.attempts;
+    expect(Buffer.from(attempt.responseExcerptBase64, 'base64').equals(HOSTILE_BODIES.nul!)).toBe(true);
+    expect(attempt.responseExcerpt).not.toContain('\u0000');
+    expect(attempt.responseExcerpt).toContain('\uFFFD');
   });
 
   it('shows a failing receiver’s answers while the delivery is pending', async () => {

@@ -101,7 +101,7 @@ describe('svc deliveries list', () => {
           failureReason: 'subscription disabled',
           redeliveryOf: null,
           attempts: [
-            { n: 1, at: at(20).toISOString(), statusCode: null, error: 'timeout', durationMs: 10_000, responseExcerpt: null },
+            { n: 1, at: at(20).toISOString(), statusCode: null, error: 'timeout', durationMs: 10_000, responseExcerpt: null, responseExcerptBase64: null },
           ],
         },
         {
@@ -114,8 +114,8 @@ describe('svc deliveries list', () => {
           failureReason: null,
           redeliveryOf: null,
           attempts: [
-            { n: 1, at: at(30).toISOString(), statusCode: 503, error: 'HTTP 503', durationMs: 120, responseExcerpt: 'busy' },
-            { n: 2, at: at(29).toISOString(), statusCode: 200, error: null, durationMs: 45, responseExcerpt: 'ok' },
+            { n: 1, at: at(30).toISOString(), statusCode: 503, error: 'HTTP 503', durationMs: 120, responseExcerpt: 'busy', responseExcerptBase64: Buffer.from('busy').toString('base64') },
+            { n: 2, at: at(29).toISOString(), statusCode: 200, error: null, durationMs: 45, responseExcerpt: 'ok', responseExcerptBase64: Buffer.from('ok').toString('base64') },
           ],
         },
       ],

@@ -35,6 +35,6 @@ export function presentDeliveryDetail(delivery: DeliveryDetail) {
     ...presentFields(delivery),
     // The stored body is the JSON text we built and sent; parsing it back gives the same value.
     payload: JSON.parse(delivery.body) as unknown,
-    attempts: delivery.attempts.map((attempt) => ({ ...presentAttempt(attempt), responseExcerpt: attempt.responseExcerpt })),
+    attempts: delivery.attempts.map((attempt) => ({ ...presentAttempt(attempt), responseExcerpt: attempt.responseExcerpt, responseExcerptBase64: attempt.responseExcerptBase64 })),
   };
 }

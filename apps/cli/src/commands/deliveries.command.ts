@@ -79,6 +79,7 @@ function toDeliveryJson(entry: DeliveryLogEntry): Record<string, unknown> {
       error: attempt.error,
       durationMs: attempt.durationMs,
       responseExcerpt: attempt.responseExcerpt,
+      responseExcerptBase64: attempt.responseExcerptBase64,
     })),
   };
 }

@@ -6,6 +6,7 @@
 import type { DbOrTx } from '../db/knex.js';
 import { NotFoundError } from '../errors.js';
 import type { DeliveryStatus } from './delivery-limits.js';
+import { presentResponseExcerpt, storedExcerptOf, type PresentedResponseExcerpt } from './response-excerpt.js';
 
 export interface DeliveryAttemptSummary {
   n: number;
@@ -16,7 +17,7 @@ export interface DeliveryAttemptSummary {
 }
 
 /** An attempt in the detail view: also the first bytes of the receiver's answer. */
-export interface DeliveryAttemptDetail extends DeliveryAttemptSummary, StoredExcerpt {}
+export interface DeliveryAttemptDetail extends DeliveryAttemptSummary, PresentedResponseExcerpt {}
 
 export interface DeliverySummary {
   id: string;
@@ -73,19 +74,7 @@ interface AttemptRow {
   error: string | null;
   duration_ms: number;
   response_excerpt: string | null;
-}
-
-/** What the detail shows of the stored response excerpt. */
-export interface StoredExcerpt {
-  responseExcerpt: string | null;
-}
-
-/**
- * The one place that reads delivery_attempts.response_excerpt for customers, so a change of how
- * the excerpt is stored (bytes instead of text) changes this function only.
- */
-function presentStoredExcerpt(stored: string | null): StoredExcerpt {
-  return { responseExcerpt: stored };
+  response_excerpt_bytes: Buffer | null;
 }
 
 const DELIVERY_COLUMNS = ['d.id', 'd.event_id', 'e.type', 'd.status', 'd.created_at', 'd.next_attempt_at', 'd.redelivery_of'];
@@ -181,10 +170,10 @@ export async function findSubscriptionDelivery(
   const attempts = (await db('delivery_attempts')
     .where({ delivery_id: deliveryId })
     .orderBy('n')
-    .select([...ATTEMPT_COLUMNS, 'response_excerpt'])) as AttemptRow[];
+    .select([...ATTEMPT_COLUMNS, 'response_excerpt', 'response_excerpt_bytes'])) as AttemptRow[];
   return {
     ...toSummaryFields(row),
     body: row.body,
-    attempts: attempts.map((attempt) => ({ ...toAttemptSummary(attempt), ...presentStoredExcerpt(attempt.response_excerpt) })),
+    attempts: attempts.map((attempt) => ({ ...toAttemptSummary(attempt), ...presentResponseExcerpt(storedExcerptOf(attempt)) })),
   };
 }

@@ -1,6 +1,7 @@
 /** The operator's delivery log (svc deliveries list): unscoped, never reached by a customer's request. */
 import type { DbOrTx } from '../db/knex.js';
 import type { DeliveryStatus } from './delivery-limits.js';
+import { presentResponseExcerpt, storedExcerptOf } from './response-excerpt.js';
 
 export interface DeliveryLogEntry {
   id: string;
@@ -12,7 +13,15 @@ export interface DeliveryLogEntry {
   failureReason: string | null;
   /** The delivery this one redelivers; null for the fan-out's first delivery. */
   redeliveryOf: string | null;
-  attempts: Array<{ n: number; at: Date; statusCode: number | null; error: string | null; durationMs: number; responseExcerpt: string | null }>;
+  attempts: Array<{
+    n: number;
+    at: Date;
+    statusCode: number | null;
+    error: string | null;
+    durationMs: number;
+    responseExcerpt: string | null;
+    responseExcerptBase64: string | null;
+  }>;
 }
 
 /** The delivery log of one subscription, newest first, with every attempt (operators only). */
@@ -47,7 +56,7 @@ export async function listDeliveries(db: DbOrTx, subscriptionId: string, limit =
         statusCode: a.status_code,
         error: a.error,
         durationMs: a.duration_ms,
-        responseExcerpt: a.response_excerpt,
+        ...presentResponseExcerpt(storedExcerptOf(a)),
       })),
   }));
 }
