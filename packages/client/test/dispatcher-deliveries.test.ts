@@ -89,6 +89,8 @@ describe('the client library verifying real deliveries of a real dispatcher', ()
     const delivery = await h.db('deliveries').where({ event_id: eventId }).first();
     const entry = seenBy(path);
     expect(entry.answers).toEqual([204]);
+    // The Standard Webhooks headers were there, so their signature and timestamp were checked too.
+    expect(entry.raw[0]!.headers).toMatchObject({ 'webhook-id': delivery.id, 'webhook-signature': expect.stringMatching(/^v1,/) });
     expect(entry.events).toEqual([
       {
         deliveryId: delivery.id,
@@ -115,6 +117,9 @@ describe('the client library verifying real deliveries of a real dispatcher', ()
     expect(tampered).toBe(400);
     expect(seenBy(path).events).toHaveLength(1);
     expect(verifyWebhookDelivery(original!.body, original!.headers, sub.secret).event.event).toBe('power_up.deployed');
+    // The same capture, replayed after the tolerance, is refused on its timestamp.
+    const later = () => new Date(Number(original!.headers['webhook-timestamp']) * 1000 + 301_000);
+    expect(() => verifyWebhookDelivery(original!.body, original!.headers, sub.secret, { now: later })).toThrow('more than 300 s old');
   });
 });
 
