@@ -34,6 +34,7 @@ export async function startApi(overrides: Record<string, string> = {}): Promise<
     async close() {
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
+      await Promise.allSettled([queues.fanout.waitUntilReady(), queues.delivery.waitUntilReady()]);
       await queues.close();
       queueRedis.disconnect();
       redis.disconnect();
