@@ -3,11 +3,14 @@ import type { Config, Db, Logger, Queues, Redis } from '@svc/core';
 import { authenticate, rateLimit } from './auth/authenticate.js';
 import { KeyCache } from './auth/key-cache.js';
 
-export { KeyCache };
+export { ApiMetrics, KeyCache };
 import { KeyUsageTracker } from './auth/key-usage-tracker.js';
 import { healthRoutes } from './health/health.routes.js';
 import { errorHandler, notFound } from './http/error-handler.js';
 import { requestContext } from './http/request-context.js';
+import { ApiMetrics } from './metrics/api-metrics.js';
+import { measureRequests } from './metrics/metrics-middleware.js';
+import { RouteTemplates } from './metrics/route-templates.js';
 import { SlidingWindowLimiter } from './rate-limit/sliding-window-limiter.js';
 import { sitesRoutes } from './sites/sites.routes.js';
 import { webhooksRoutes } from './webhooks/webhooks.routes.js';
@@ -21,6 +24,8 @@ export interface AppDeps {
   logger: Logger;
   /** The key cache, when main.ts wires Postgres revocation notifications to it; else one of its own. */
   keyCache?: KeyCache;
+  /** The metrics main.ts serves on METRICS_PORT; else a registry of this app's own. */
+  metrics?: ApiMetrics;
 }
 
 /** Builds the API; it never listens (main.ts does), so tests drive it with supertest. */
@@ -33,19 +38,25 @@ export function createApp(deps: AppDeps): Express {
   });
   const usage = new KeyUsageTracker(deps.db, deps.logger);
   const cache = deps.keyCache ?? new KeyCache();
+  const metrics = deps.metrics ?? new ApiMetrics();
+  metrics.watchLimiter(limiter);
 
   const v1 = Router();
   v1.use(authenticate({ db: deps.db, usage, cache }), rateLimit({ limiter, cache, db: deps.db }));
   v1.use(sitesRoutes({ db: deps.db }));
   v1.use(webhooksRoutes({ db: deps.db, queues: deps.queues, webhookTimeoutMs: deps.config.webhookTimeoutMs }));
 
+  const health = healthRoutes({ db: deps.db, redis: deps.redis, limiter });
+  const routes = new RouteTemplates().add('', health).add('/api/v1', v1);
+
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
   app.use(requestContext(deps.logger));
-  app.use(healthRoutes({ db: deps.db, redis: deps.redis, limiter }));
+  app.use(measureRequests(metrics, routes));
+  app.use(health);
   app.use('/api/v1', v1);
   app.use(notFound);
-  app.use(errorHandler(deps.logger));
+  app.use(errorHandler(deps.logger, metrics));
   return app;
 }

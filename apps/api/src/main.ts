@@ -4,19 +4,21 @@ import {
   createLogger,
   createQueues,
   createRedis,
+  DEFAULT_API_METRICS_PORT,
   loadConfigOrExit,
   RevocationListener,
+  startMetricsServer,
   waitForRedisReady,
 } from '@svc/core';
-import { createApp, KeyCache } from './app.js';
+import { ApiMetrics, createApp, KeyCache } from './app.js';
 
 const config = loadConfigOrExit();
 
 const logger = createLogger(config.logLevel, { service: 'api' });
 const db = createDb(config.databaseUrl, { poolMax: config.dbPoolMax });
-const redis = createRedis(config.redisUrl, 'fast-fail');
+const redis = createRedis(config, 'fast-fail');
 redis.on('error', () => undefined); // reported by /readyz and the limiter's fallback log, not once per retry
-const queueRedis = createRedis(config.redisUrl, 'fast-fail');
+const queueRedis = createRedis(config, 'fast-fail');
 queueRedis.on('error', () => undefined);
 const queues = createQueues(queueRedis, config.queuePrefix);
 
@@ -35,7 +37,11 @@ const revocations = new RevocationListener(
 );
 await revocations.start();
 
-const server = createServer(createApp({ config, db, redis, queues, logger, keyCache }));
+const metrics = new ApiMetrics();
+// Its own port, never the public one; a taken port is a warning, not a reason to stop serving.
+const metricsServer = await startMetricsServer({ port: config.metricsPort ?? DEFAULT_API_METRICS_PORT, registry: metrics.registry, logger });
+
+const server = createServer(createApp({ config, db, redis, queues, logger, keyCache, metrics }));
 server.keepAliveTimeout = 65_000;
 server.listen(config.port, () => {
   const address = server.address();
@@ -52,6 +58,7 @@ async function stop(signal: string): Promise<void> {
     server.closeIdleConnections();
   });
   await revocations.stop();
+  await metricsServer.close();
   await queues.close().catch(() => undefined);
   redis.disconnect();
   queueRedis.disconnect();

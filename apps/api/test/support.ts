@@ -57,9 +57,9 @@ export async function createListeningTestApi(overrides: Record<string, string> =
 function assemble(overrides: Record<string, string>, shared?: { db?: Db; redis?: Redis }, keyCache?: KeyCache, fixed?: Config): TestApi {
   const config = fixed ?? testConfig(overrides);
   const db = shared?.db ?? createDb(config.databaseUrl, { poolMax: 5 });
-  const redis = shared?.redis ?? createRedis(config.redisUrl, 'fast-fail');
+  const redis = shared?.redis ?? createRedis(config, 'fast-fail');
   redis.on('error', () => undefined);
-  const queueRedis = createRedis(config.redisUrl, 'bullmq');
+  const queueRedis = createRedis(config, 'bullmq');
   const queues = createQueues(queueRedis, config.queuePrefix);
   const logger = createLogger('error', { silent: true });
   const app = createApp({ config, db, redis, queues, logger, ...(keyCache ? { keyCache } : {}) });

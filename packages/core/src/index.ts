@@ -28,3 +28,7 @@ export * from './deliveries/sweep.repository.js';
 export * from './deliveries/delivery-log.repository.js';
 export * from './signing/signature.js';
 export * from './queues/queues.js';
+export * from './metrics/metrics-server.js';
+export * from './metrics/process-registry.js';
+export * from './deliveries/delivery-stats.repository.js';
+export * from './deliveries/retention.repository.js';

@@ -13,6 +13,7 @@ import {
   type Queues,
 } from '@svc/core';
 import type { WebhookClient } from '../http/webhook-client.js';
+import type { DispatcherMetrics } from '../metrics/dispatcher-metrics.js';
 import type { SubscriptionSlots } from './subscription-slots.js';
 
 /** How long to put back a job whose subscription has no free slot in this process. */
@@ -26,6 +27,7 @@ export interface DeliverDeps {
   logger: Logger;
   webhookTimeoutMs: number;
   retryDelaysMs: readonly number[];
+  metrics: Pick<DispatcherMetrics, 'attemptFinished'>;
 }
 
 function isDeliveryJob(data: unknown): data is DeliveryJob {
@@ -71,6 +73,7 @@ export function createDeliverProcessor(deps: DeliverDeps) {
       }
       const outcome = await deps.client.send(claim.attempt);
       const result = await recordAttempt(deps.db, claim.attempt, outcome, deps.retryDelaysMs);
+      deps.metrics.attemptFinished(outcome, result, claim.attempt.lateMs);
       deps.logger.info(outcome.ok ? 'delivery attempt succeeded' : 'delivery attempt failed', {
         deliveryId,
         subscriptionId,
