@@ -11,7 +11,7 @@ import {
   type Redis,
 } from '@svc/core';
 import { testConfig, waitFor } from '@svc/core/testing';
-import { createApp, KeyCache } from '../src/app.js';
+import { ApiMetrics, createApp, KeyCache } from '../src/app.js';
 
 export interface TestApi {
   app: Express;
@@ -26,7 +26,7 @@ export interface TestApi {
  * An API process over the real test database and Redis, as main.ts wires it, without a port.
  * A `db` or `redis` passed in `shared` is used instead of a fresh one and stays the caller's to close.
  */
-export function createTestApi(overrides: Record<string, string> = {}, shared?: { db?: Db; redis?: Redis }): TestApi {
+export function createTestApi(overrides: Record<string, string> = {}, shared?: { db?: Db; redis?: Redis; metrics?: ApiMetrics }): TestApi {
   return assemble(overrides, shared);
 }
 
@@ -54,7 +54,7 @@ export async function createListeningTestApi(overrides: Record<string, string> =
   };
 }
 
-function assemble(overrides: Record<string, string>, shared?: { db?: Db; redis?: Redis }, keyCache?: KeyCache, fixed?: Config): TestApi {
+function assemble(overrides: Record<string, string>, shared?: { db?: Db; redis?: Redis; metrics?: ApiMetrics }, keyCache?: KeyCache, fixed?: Config): TestApi {
   const config = fixed ?? testConfig(overrides);
   const db = shared?.db ?? createDb(config.databaseUrl, { poolMax: 5 });
   const redis = shared?.redis ?? createRedis(config, 'fast-fail');
@@ -62,7 +62,7 @@ function assemble(overrides: Record<string, string>, shared?: { db?: Db; redis?:
   const queueRedis = createRedis(config, 'bullmq');
   const queues = createQueues(queueRedis, config.queuePrefix);
   const logger = createLogger('error', { silent: true });
-  const app = createApp({ config, db, redis, queues, logger, ...(keyCache ? { keyCache } : {}) });
+  const app = createApp({ config, db, redis, queues, logger, ...(keyCache ? { keyCache } : {}), ...(shared?.metrics ? { metrics: shared.metrics } : {}) });
   return {
     app,
     config,
