@@ -26,9 +26,11 @@ export function createRedis(target: RedisTarget | string, role: 'bullmq' | 'fast
 }
 
 /**
- * Through Sentinel: the master's address comes from the sentinels on every (re)connection, and
- * a +switch-master they announce drops the connection at once instead of at the next error.
- * Credentials and database number still come from REDIS_URL.
+ * Through Sentinel: the master's address comes from the sentinels on every (re)connection. A
+ * master that dies drops its connections, so they reconnect to whichever node the sentinels
+ * promote; a master demoted while alive answers writes with READONLY, which reconnects too.
+ * (ioredis' failoverDetector is not used: its sentinel subscriptions outlive quit() and would
+ * keep a one-shot CLI process from exiting.) Credentials and database number come from REDIS_URL.
  */
 function sentinelOptions(target: RedisTarget): RedisOptions {
   if (!target.redisSentinels) return {};
@@ -38,7 +40,7 @@ function sentinelOptions(target: RedisTarget): RedisOptions {
     sentinels: target.redisSentinels.map((sentinel) => ({ host: sentinel.host, port: sentinel.port })),
     name: target.redisSentinelName,
     role: 'master',
-    failoverDetector: true,
+    reconnectOnError: (error) => (error.message.startsWith('READONLY') ? 2 : false),
     sentinelRetryStrategy: (times) => Math.min(times * 200, 2_000),
     ...(url.username ? { username: decodeURIComponent(url.username) } : {}),
     ...(url.password ? { password: decodeURIComponent(url.password) } : {}),
