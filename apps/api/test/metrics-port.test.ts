@@ -1,21 +1,18 @@
 import { spawn } from 'node:child_process';
-import { createServer, type Server } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { freePort, httpGet, TEST_DATABASE_URL, TEST_REDIS_URL, uniqueTag, waitFor } from '@svc/core/testing';
+import { freePort, holdPort, httpGet, TEST_DATABASE_URL, TEST_REDIS_URL, uniqueTag, waitFor } from '@svc/core/testing';
 
 const MAIN = fileURLToPath(new URL('../src/main.js', import.meta.url));
 
-let holder: Server;
+let held: Awaited<ReturnType<typeof holdPort>>;
 let takenPort: number;
 beforeAll(async () => {
-  holder = createServer((socket) => socket.end());
-  await new Promise<void>((resolve) => holder.listen(0, resolve));
-  const address = holder.address();
-  takenPort = typeof address === 'object' && address ? address.port : 0;
+  held = await holdPort();
+  takenPort = held.port;
 });
 afterAll(async () => {
-  await new Promise((resolve) => holder.close(resolve));
+  await held.release();
 });
 
 /** A real API process (`npm run start:api`'s entry); stopped by PID with SIGTERM. */

@@ -1,7 +1,6 @@
-import { createServer, type Server } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { completeAiMonitorRun, createLogger, createRedis, enqueueDeliveries, insertEvent, newId, startMetricsServer, type MetricsServer } from '@svc/core';
-import { freePort, httpGet, scrapeSample, uniqueTag, waitFor } from '@svc/core/testing';
+import { freePort, holdPort, httpGet, scrapeSample, uniqueTag, waitFor } from '@svc/core/testing';
 import { checkReadiness, healthRoutes } from '../src/health/dispatcher-health.js';
 import { spawnDispatcher } from './support/child-dispatcher.js';
 import { producerOf, waitForDelivery } from './support/delivery-probe.js';
@@ -187,17 +186,15 @@ describe('the SSRF guard in /metrics', () => {
 
 describe('a dispatcher process and its METRICS_PORT', () => {
   let h: Harness;
-  let holder: Server;
+  let held: Awaited<ReturnType<typeof holdPort>>;
   let takenPort: number;
   beforeAll(async () => {
     h = await createHarness();
-    holder = createServer((socket) => socket.end());
-    await new Promise<void>((resolve) => holder.listen(0, resolve));
-    const address = holder.address();
-    takenPort = typeof address === 'object' && address ? address.port : 0;
+    held = await holdPort();
+    takenPort = held.port;
   });
   afterAll(async () => {
-    await new Promise((resolve) => holder.close(resolve));
+    await held.release();
     await h.close();
   });
 

@@ -1,20 +1,12 @@
-import { createServer, type Server } from 'node:net';
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { Counter } from 'prom-client';
 import { createProcessRegistry, startMetricsServer, type MetricsServer } from '../src/index.js';
-import { createCapturingLogger, freePort, httpGet } from '../src/testing/index.js';
+import { createCapturingLogger, freePort, holdPort, httpGet } from '../src/testing/index.js';
 
 const opened: MetricsServer[] = [];
 afterEach(async () => {
   await Promise.all(opened.splice(0).map((server) => server.close()));
 });
-
-async function holdPort(): Promise<{ port: number; server: Server }> {
-  const server = createServer((socket) => socket.end('held\n'));
-  await new Promise<void>((resolve) => server.listen(0, resolve));
-  const address = server.address();
-  return { port: typeof address === 'object' && address ? address.port : 0, server };
-}
 
 describe('the metrics port', () => {
   it('serves the registry in Prometheus text format, with Node’s process metrics, and the routes it is given', async () => {
@@ -56,9 +48,8 @@ describe('the metrics port', () => {
       expect(warnings[0]).toMatchObject({ variable: 'METRICS_PORT', port: held.port, error: 'EADDRINUSE' });
       expect(warnings[0]!.message).toContain('METRICS_PORT');
       await server.close();
-      expect(held.server.listening).toBe(true);
     } finally {
-      await new Promise((resolve) => held.server.close(resolve));
+      await held.release();
     }
   });
 

@@ -125,3 +125,15 @@ export async function httpGet(url: string, method = 'GET'): Promise<{ status: nu
     req.end();
   });
 }
+
+/** A port some other server holds (every interface), as a second process would find its default taken. */
+export async function holdPort(): Promise<{ port: number; release(): Promise<void> }> {
+  const { createServer } = await import('node:net');
+  const server = createServer((socket) => socket.end());
+  await new Promise<void>((resolve) => server.listen(0, resolve));
+  const address = server.address();
+  return {
+    port: typeof address === 'object' && address ? address.port : 0,
+    release: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
