@@ -1,4 +1,3 @@
-import { createServer } from 'node:http';
 import {
   createDb,
   createLogger,
@@ -10,7 +9,8 @@ import {
   startMetricsServer,
   waitForRedisReady,
 } from '@svc/core';
-import { ApiMetrics, createApp, KeyCache } from './app.js';
+import { ApiMetrics, createApp, KeyCache, UnknownKeyCache } from './app.js';
+import { createApiServer } from './http/server.js';
 
 const config = loadConfigOrExit();
 
@@ -28,11 +28,20 @@ if (!(await waitForRedisReady(redis, 5_000))) {
 }
 
 // Cached keys are trusted only while revocation notifications from Postgres are sure to arrive.
+// Hashes cached as unknown are forgotten when a key is created, and whenever creations may have been missed.
 const keyCache = new KeyCache();
 keyCache.setTrusted(false);
+const unknownKeyCache = new UnknownKeyCache();
 const revocations = new RevocationListener(
   config.databaseUrl,
-  { onRevoked: (keyId) => keyCache.deleteKey(keyId), onConnectionChange: (listening) => keyCache.setTrusted(listening) },
+  {
+    onRevoked: (keyId) => keyCache.deleteKey(keyId),
+    onCreated: () => unknownKeyCache.clear(),
+    onConnectionChange: (listening) => {
+      keyCache.setTrusted(listening);
+      unknownKeyCache.clear();
+    },
+  },
   logger,
 );
 await revocations.start();
@@ -41,8 +50,7 @@ const metrics = new ApiMetrics();
 // Its own port, never the public one; a taken port is a warning, not a reason to stop serving.
 const metricsServer = await startMetricsServer({ port: config.metricsPort ?? DEFAULT_API_METRICS_PORT, registry: metrics.registry, logger });
 
-const server = createServer(createApp({ config, db, redis, queues, logger, keyCache, metrics }));
-server.keepAliveTimeout = 65_000;
+const server = createApiServer(createApp({ config, db, redis, queues, logger, keyCache, unknownKeyCache, metrics }), config);
 server.listen(config.port, () => {
   const address = server.address();
   logger.info('api listening', { port: typeof address === 'object' && address ? address.port : config.port });

@@ -35,6 +35,11 @@ export interface DispatcherDeps {
     | 'webhookTimeoutMs'
     | 'webhookRetryDelaysMs'
     | 'webhookAllowPrivateTargets'
+    | 'webhookMaxSockets'
+    | 'webhookIdleSocketTimeoutMs'
+    | 'webhookDnsTimeoutMs'
+    | 'webhookDnsTries'
+    | 'webhookDnsServers'
     | 'dispatcherConcurrency'
     | 'perSubscriptionConcurrency'
     | 'sweepIntervalMs'
@@ -50,6 +55,8 @@ export interface DispatcherDeps {
 
 export interface Dispatcher {
   start(): void;
+  /** Sockets to receivers this dispatcher holds: in use and idle. */
+  socketCounts(): { active: number; idle: number };
   /** Stops taking jobs, lets attempts in flight finish, closes its Redis connections. The db is the caller's. */
   stop(): Promise<void>;
   readonly metrics: DispatcherMetrics;
@@ -74,6 +81,11 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
     timeoutMs: config.webhookTimeoutMs,
     allowPrivateTargets: config.webhookAllowPrivateTargets,
     maxSocketsPerHost: config.dispatcherConcurrency,
+    maxTotalSockets: config.webhookMaxSockets,
+    // As many as one subscription may have attempts in flight: a busy one keeps its connections.
+    maxFreeSocketsPerHost: config.perSubscriptionConcurrency,
+    idleSocketTimeoutMs: config.webhookIdleSocketTimeoutMs,
+    dns: { timeoutMs: config.webhookDnsTimeoutMs, tries: config.webhookDnsTries, servers: config.webhookDnsServers },
     ...(deps.ca ? { ca: deps.ca } : {}),
   });
   const workerOptions = {
@@ -118,6 +130,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
     readiness: () =>
       checkReadiness({ db, redis: producerRedis, workersRunning: () => fanoutWorker.isRunning() && deliveryWorker.isRunning() }),
     purgeHistory: () => retention.runOnce(),
+    socketCounts: () => client.socketCounts(),
     start() {
       void fanoutWorker.run();
       void deliveryWorker.run();

@@ -140,7 +140,11 @@ describe('the dispatcher’s /metrics after real deliveries', () => {
       const health = await httpGet(`http://127.0.0.1:${idleServer.port}/healthz`);
 
       expect(ready.status).toBe(503);
-      expect(JSON.parse(ready.text)).toMatchObject({ status: 'not_ready', checks: { postgres: 'ok', workers: 'stopped' } });
+      expect(JSON.parse(ready.text)).toMatchObject({
+        status: 'not_ready',
+        checks: { postgres: 'ok', workers: 'stopped' },
+        reasons: expect.arrayContaining(['the workers are not running (not started, or shutting down)']),
+      });
       expect(health.status).toBe(200);
     } finally {
       await idleServer.close();
@@ -153,7 +157,11 @@ describe('the dispatcher’s /metrics after real deliveries', () => {
     try {
       const readiness = await checkReadiness({ db: h.db, redis: unreachable, workersRunning: () => true });
 
-      expect(readiness).toEqual({ status: 'not_ready', checks: { postgres: 'ok', redis: 'down', workers: 'running' } });
+      expect(readiness).toEqual({
+        status: 'not_ready',
+        checks: { postgres: 'ok', redis: 'down', workers: 'running' },
+        reasons: ['Redis does not answer'],
+      });
     } finally {
       unreachable.disconnect();
     }

@@ -133,6 +133,27 @@ describe('retention (DELIVERY_RETENTION_DAYS)', () => {
     expect(await exists('events', eventId)).toBe(false);
   });
 
+  it('keeps a delivery a redelivery points at while that redelivery is pending or recent, and purges the two once both expired', async () => {
+    const eventId = await eventFrom(40);
+    const original = await deliveryOf(eventId, 'failed', [40, 39]);
+    const { subscription_id: subscriptionId } = await h.db('deliveries').where({ id: original }).first('subscription_id');
+    const redelivery = newId('dlv');
+    await h.db('deliveries').insert({ id: redelivery, event_id: eventId, subscription_id: subscriptionId, redelivery_of: original, next_attempt_at: ago(0) });
+
+    await purge();
+    expect(await exists('deliveries', original)).toBe(true);
+    expect(await exists('deliveries', redelivery)).toBe(true);
+
+    // The redelivery finished long ago too: it goes, then the original, then the event.
+    await h.db('deliveries').where({ id: redelivery }).update({ status: 'delivered', next_attempt_at: null, finished_at: ago(35) });
+    await purge();
+    await purge();
+    expect(await exists('deliveries', redelivery)).toBe(false);
+    expect(await exists('deliveries', original)).toBe(false);
+    expect(await attemptCount(original)).toBe(0);
+    expect(await exists('events', eventId)).toBe(false);
+  });
+
   it('deletes an old event that never had a delivery, but not a recent one, nor one still waiting for its fan-out', async () => {
     const oldUnmatched = await eventFrom(31);
     const recentUnmatched = await eventFrom(29);

@@ -26,13 +26,16 @@ const CUTOFF = `clock_timestamp() - make_interval(days => :days)`;
 /**
  * Finished (delivered or permanently failed) deliveries finished before the cutoff and with no
  * attempt since, with their attempts. A pending delivery is never chosen; a row another
- * transaction holds (a redelivery, a revocation) is skipped, not waited for.
+ * transaction holds (a redelivery, a revocation) is skipped, not waited for. A delivery that a
+ * redelivery still points at (redelivery_of, ON DELETE CASCADE) waits for that redelivery to go
+ * first: deleting it would cascade to the redelivery, pending or recent.
  */
 const PURGE_DELIVERIES = `
   WITH doomed AS (
     SELECT d.id FROM deliveries d
      WHERE d.status <> 'pending' AND d.finished_at < ${CUTOFF}
        AND NOT EXISTS (SELECT 1 FROM delivery_attempts a WHERE a.delivery_id = d.id AND a.at >= ${CUTOFF})
+       AND NOT EXISTS (SELECT 1 FROM deliveries r WHERE r.redelivery_of = d.id)
      ORDER BY d.finished_at
      LIMIT :batch
      FOR UPDATE SKIP LOCKED
