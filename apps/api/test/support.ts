@@ -14,7 +14,7 @@ import {
   type Redis,
 } from '@svc/core';
 import { testConfig, waitFor } from '@svc/core/testing';
-import { createApp, KeyCache, UnknownKeyCache } from '../src/app.js';
+import { ApiMetrics, createApp, KeyCache, UnknownKeyCache } from '../src/app.js';
 import { createApiServer } from '../src/http/server.js';
 
 export interface TestApi {
@@ -32,7 +32,7 @@ export interface TestApi {
  */
 export function createTestApi(
   overrides: Record<string, string> = {},
-  shared?: { db?: Db; redis?: Redis },
+  shared?: { db?: Db; redis?: Redis; metrics?: ApiMetrics },
   caches?: { keyCache?: KeyCache; unknownKeyCache?: UnknownKeyCache },
 ): TestApi {
   return assemble(overrides, shared, caches);
@@ -76,22 +76,22 @@ export async function createListeningTestApi(
 
 function assemble(
   overrides: Record<string, string>,
-  shared?: { db?: Db; redis?: Redis },
+  shared?: { db?: Db; redis?: Redis; metrics?: ApiMetrics },
   caches: { keyCache?: KeyCache; unknownKeyCache?: UnknownKeyCache } = {},
   fixed?: Config,
 ): TestApi {
   const config = fixed ?? testConfig({ DB_POOL_MAX: '5', ...overrides });
   const db = shared?.db ?? createDb(config.databaseUrl, { poolMax: config.dbPoolMax });
-  const redis = shared?.redis ?? createRedis(config.redisUrl, 'fast-fail');
+  const redis = shared?.redis ?? createRedis(config, 'fast-fail');
   redis.on('error', () => undefined);
-  const queueRedis = createRedis(config.redisUrl, 'bullmq');
+  const queueRedis = createRedis(config, 'bullmq');
   const queues = createQueues(queueRedis, config.queuePrefix);
   // Closing a test API whose queue connection is still connecting makes BullMQ emit
   // "Connection is closed"; with no listener that is an unhandled error failing an unrelated test.
   queues.fanout.on('error', () => undefined);
   queues.delivery.on('error', () => undefined);
   const logger = createLogger('error', { silent: true });
-  const app = createApp({ config, db, redis, queues, logger, ...caches });
+  const app = createApp({ config, db, redis, queues, logger, ...caches, ...(shared?.metrics ? { metrics: shared.metrics } : {}) });
   return {
     app,
     config,
