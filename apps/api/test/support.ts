@@ -99,6 +99,9 @@ function assemble(
     redis,
     queues,
     async close() {
+      // A queue closed while its connection is still initialising makes BullMQ emit the failed
+      // initialisation with no listener left: let both finish connecting first (Redis is up in tests).
+      await Promise.allSettled([queues.fanout.waitUntilReady(), queues.delivery.waitUntilReady()]);
       await queues.close();
       queueRedis.disconnect();
       if (!shared?.redis) redis.disconnect();
