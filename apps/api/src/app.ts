@@ -9,6 +9,8 @@ import { healthRoutes } from './health/health.routes.js';
 import { errorHandler, notFound } from './http/error-handler.js';
 import { requestContext } from './http/request-context.js';
 import { SlidingWindowLimiter } from './rate-limit/sliding-window-limiter.js';
+import { aiMonitorRoutes } from './ai-monitor/ai-monitor.routes.js';
+import { scansRoutes } from './scans/scans.routes.js';
 import { sitesRoutes } from './sites/sites.routes.js';
 import { webhooksRoutes } from './webhooks/webhooks.routes.js';
 
@@ -37,6 +39,8 @@ export function createApp(deps: AppDeps): Express {
   const v1 = Router();
   v1.use(authenticate({ db: deps.db, usage, cache }), rateLimit({ limiter, cache, db: deps.db }));
   v1.use(sitesRoutes({ db: deps.db }));
+  v1.use(scansRoutes({ db: deps.db }));
+  v1.use(aiMonitorRoutes({ db: deps.db }));
   v1.use(webhooksRoutes({ db: deps.db, queues: deps.queues, webhookTimeoutMs: deps.config.webhookTimeoutMs }));
 
   const app = express();

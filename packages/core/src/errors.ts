@@ -72,3 +72,15 @@ export class ConflictError extends DomainError {
   readonly code = 'conflict';
   readonly status = 409;
 }
+
+/** A query parameter that cannot be used (400); the message names the parameter. */
+export class InvalidQueryError extends DomainError {
+  readonly code = 'invalid_query';
+  readonly status = 400;
+  constructor(
+    readonly parameter: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
