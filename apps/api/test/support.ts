@@ -1,3 +1,4 @@
+import { afterEach } from '@jest/globals';
 import type { Express } from 'express';
 import {
   createDb,
@@ -12,6 +13,18 @@ import {
 } from '@svc/core';
 import { testConfig, waitFor } from '@svc/core/testing';
 import { createApp, KeyCache } from '../src/app.js';
+import { contractChecked, drainContractViolations } from './openapi-contract.js';
+
+/**
+ * Contract tests: every response a test receives from a test API is checked against the OpenAPI
+ * document as it is sent (see contractChecked); a drifting one fails the test that got it here.
+ */
+afterEach(() => {
+  const violations = drainContractViolations();
+  if (violations.length > 0) {
+    throw new Error(`${violations.length} response(s) drift from the OpenAPI document:\n${violations.join('\n')}`);
+  }
+});
 
 export interface TestApi {
   app: Express;
@@ -62,7 +75,7 @@ function assemble(overrides: Record<string, string>, shared?: { db?: Db; redis?:
   const queueRedis = createRedis(config.redisUrl, 'bullmq');
   const queues = createQueues(queueRedis, config.queuePrefix);
   const logger = createLogger('error', { silent: true });
-  const app = createApp({ config, db, redis, queues, logger, ...(keyCache ? { keyCache } : {}) });
+  const app = contractChecked(createApp({ config, db, redis, queues, logger, ...(keyCache ? { keyCache } : {}) }));
   return {
     app,
     config,

@@ -28,6 +28,16 @@ export function dataEnvelope(properties: Record<string, JsonSchema>): JsonSchema
   };
 }
 
+/** The error envelope with `code` narrowed to the codes one answer can carry. */
+function envelopeWith(codes: readonly string[]): JsonSchema {
+  return {
+    allOf: [
+      ref('schemas', 'ErrorEnvelope'),
+      { type: 'object', properties: { error: { type: 'object', properties: { code: { enum: [...codes] } } } } },
+    ],
+  };
+}
+
 /** Headers every answer carries, and those every answer past authentication and the rate limit carries. */
 const requestIdHeader = { 'Request-Id': ref('headers', 'Request-Id') };
 const rateLimitHeaders = {
@@ -56,7 +66,7 @@ export function apiError(description: string, codes: ReadonlyArray<(typeof ERROR
     headers: { ...requestIdHeader, ...rateLimitHeaders },
     content: {
       'application/json': {
-        schema: { allOf: [ref('schemas', 'ErrorEnvelope'), { properties: { error: { properties: { code: { enum: [...codes] } } } } }] },
+        schema: envelopeWith(codes),
       },
     },
   };
@@ -146,7 +156,7 @@ export const common: OpenApiModule = {
       headers: { ...requestIdHeader, 'WWW-Authenticate': ref('headers', 'WWW-Authenticate') },
       content: {
         'application/json': {
-          schema: { allOf: [ref('schemas', 'ErrorEnvelope'), { properties: { error: { properties: { code: { enum: ['unauthorized', 'invalid_key'] } } } } }] },
+          schema: envelopeWith(['unauthorized', 'invalid_key']),
         },
       },
     },
@@ -158,7 +168,7 @@ export const common: OpenApiModule = {
       headers: { ...requestIdHeader, ...rateLimitHeaders, 'Retry-After': ref('headers', 'Retry-After') },
       content: {
         'application/json': {
-          schema: { allOf: [ref('schemas', 'ErrorEnvelope'), { properties: { error: { properties: { code: { const: 'rate_limited' } } } } }] },
+          schema: envelopeWith(['rate_limited']),
         },
       },
     },

@@ -57,7 +57,7 @@ export const service: OpenApiModule = {
         tags: ['Service'],
         security: noKey,
         responses: {
-          '200': serviceSuccess('The OpenAPI 3.1 document.', { 'application/json': { schema: { type: 'object', required: ['openapi'] } } }),
+          '200': serviceSuccess('The OpenAPI 3.1 document.', { 'application/json': { schema: { type: 'object', required: ['openapi'], properties: { openapi: { const: '3.1.0' } } } } }),
           ...serverError,
         },
       },
