@@ -8,6 +8,7 @@ import { KeyUsageTracker } from './auth/key-usage-tracker.js';
 import { healthRoutes } from './health/health.routes.js';
 import { errorHandler, notFound } from './http/error-handler.js';
 import { requestContext } from './http/request-context.js';
+import { docsRoutes } from './openapi/docs.routes.js';
 import { openApiRoutes } from './openapi/openapi.routes.js';
 import { SlidingWindowLimiter } from './rate-limit/sliding-window-limiter.js';
 import { aiMonitorRoutes } from './ai-monitor/ai-monitor.routes.js';
@@ -49,7 +50,7 @@ export function createApp(deps: AppDeps): Express {
   app.set('etag', false);
   app.use(requestContext(deps.logger));
   app.use(healthRoutes({ db: deps.db, redis: deps.redis, limiter }));
-  app.use(openApiRoutes());
+  app.use(openApiRoutes(), docsRoutes());
   app.use('/api/v1', v1);
   app.use(notFound);
   app.use(errorHandler(deps.logger));
