@@ -47,8 +47,10 @@ interface HistoryRow {
  * The statement for each combination of filters. Each is its own named prepared statement with
  * plain conditions, so that a generic plan still turns `since` and the cursor into index bounds:
  * a `(? IS NULL OR …)` form would become a filter, and a late page a walk from the top.
+ * Exported for the test that checks the plan on a large history. Bindings, in order: since
+ * (if any), the cursor's completedAt and id (if any), the row limit, the site id, the account id.
  */
-function historySql(hasSince: boolean, hasAfter: boolean): { sql: string; name: string } {
+export function scanHistorySql(hasSince: boolean, hasAfter: boolean): { sql: string; name: string } {
   const conditions = ["c.site_id = s.id", "c.status = 'completed'"];
   if (hasSince) conditions.push('c.completed_at > ?');
   if (hasAfter) conditions.push('(c.completed_at, c.id) < (?, ?)');
@@ -72,7 +74,7 @@ function historySql(hasSince: boolean, hasAfter: boolean): { sql: string; name: 
  * one range read of the index scans_site_history_idx. NotFoundError when the site is not the account's.
  */
 export async function listScanHistory(db: DbOrTx, accountId: string, siteId: string, query: HistoryQuery): Promise<HistoryPage> {
-  const { sql, name } = historySql(query.since !== undefined, query.after !== undefined);
+  const { sql, name } = scanHistorySql(query.since !== undefined, query.after !== undefined);
   const bindings: unknown[] = [];
   if (query.since) bindings.push(query.since);
   if (query.after) bindings.push(query.after.completedAt, query.after.id);
