@@ -148,13 +148,21 @@ describe('GET /api/v1/sites/{siteId}/scans (the score history)', () => {
 
     let completing = true;
     const completedMeanwhile: string[] = [];
+    let firstCompleted: () => void = () => undefined;
+    const producing = new Promise<void>((resolve) => {
+      firstCompleted = resolve;
+    });
     const producer = (async () => {
       while (completing) {
         const scan = await startScan(api.db, site.id);
         await completeScan({ db: api.db, queues: noQueue }, { scanId: scan.id, score: 99 });
         completedMeanwhile.push(scan.id);
+        firstCompleted();
       }
     })();
+    // The walk starts once the producer is completing scans, however loaded the machine is.
+    await producing;
+    const completedBeforeWalk = completedMeanwhile.length;
     const seen: string[] = [];
     let cursor: string | null = null;
     let pages = 0;
@@ -171,7 +179,7 @@ describe('GET /api/v1/sites/{siteId}/scans (the score history)', () => {
       await producer;
     }
 
-    expect(completedMeanwhile.length).toBeGreaterThan(0);
+    expect(completedMeanwhile.length).toBeGreaterThan(completedBeforeWalk);
     expect(new Set(seen).size).toBe(seen.length);
     const walkedOriginals = seen.filter((id) => !completedMeanwhile.includes(id));
     expect(walkedOriginals).toEqual(expected);
