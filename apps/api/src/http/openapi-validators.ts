@@ -80,6 +80,7 @@ function coerce(raw: string, schema: Record<string, unknown>): unknown {
  * The query parser of one operation, compiled from its `in: query` parameters in the document:
  * returns the typed query with defaults applied, or throws invalid_query naming the first bad
  * parameter in the document's order. Unknown parameters are ignored; a parameter given twice is bad.
+ * A `date-time` parameter is also refused when it names no instant, so callers can `new Date()` it.
  */
 export function validateQuery<T extends object>(operationId: string): (query: unknown) => T {
   const checks = operationParameters(operationId)
@@ -97,7 +98,9 @@ export function validateQuery<T extends object>(operationId: string): (query: un
         continue;
       }
       const candidate = typeof value === 'string' ? coerce(value, schema) : value;
-      if (!validate(candidate)) {
+      // A date-time can match RFC 3339 and still name no instant JavaScript can hold (a leap second).
+      const instantless = schema.format === 'date-time' && typeof candidate === 'string' && Number.isNaN(Date.parse(candidate));
+      if (!validate(candidate) || instantless) {
         const rule = parameter['x-rule'] ?? `valid: ${validate.errors?.[0]?.message ?? 'see the API reference'}`;
         throw new InvalidQueryError(parameter.name, `The query parameter ${parameter.name} must be ${rule}.`);
       }

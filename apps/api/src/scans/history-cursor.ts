@@ -1,7 +1,5 @@
 import { InvalidQueryError, type HistoryPosition } from '@svc/core';
-
-/** Ids we issue (see http/path-params.ts). */
-const ID_SHAPE = /^[A-Za-z0-9_-]{1,128}$/;
+import { ID_SHAPE } from '../http/path-params.js';
 const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 
 const malformed = () => new InvalidQueryError('cursor', 'The query parameter cursor must be the nextCursor of a previous page, unchanged.');
