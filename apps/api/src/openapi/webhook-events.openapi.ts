@@ -50,7 +50,9 @@ function delivery(event: string, operationId: string, summary: string, envelopeS
       description:
         `Sent to subscriptions whose events include \`${event}\` or \`*\`. Verify the signature over the raw bytes; ` +
         'any 2xx within 10 seconds acknowledges it; anything else is retried up to 7 attempts (spec §6.3).',
-      tags: ['Webhooks (events)'],
+      tags: ['Webhook events'],
+      // Deliveries are authenticated by their signature (spec §5.8, §6.2), not by an API key.
+      security: [],
       parameters: deliveryHeaders,
       requestBody: { required: true, content: { 'application/json': { schema: ref('schemas', envelopeSchema) } } },
       responses: {
@@ -63,7 +65,6 @@ function delivery(event: string, operationId: string, summary: string, envelopeS
 
 /** Spec §6.1, §6.2: the events we deliver, in the document's top-level `webhooks`. Payloads are exactly §6.1's. */
 export const webhookEvents: OpenApiModule = {
-  tag: { name: 'Webhooks (events)', description: 'What a subscription receives: signed HTTP POSTs (spec §6).' },
   schemas: {
     ScanCompletedData: {
       type: 'object',

@@ -7,7 +7,7 @@ export const WEBHOOK_URL_MAX_LENGTH = 500;
 
 /** Spec §4.3–§4.5: webhook subscriptions. The request body rules here are the ones the API enforces. */
 export const webhooks: OpenApiModule = {
-  tag: { name: 'Webhooks', description: 'Webhook subscriptions (spec §4.3–§4.5); the deliveries they receive are under Webhooks (events).' },
+  tag: { name: 'Webhooks', description: 'Webhook subscriptions (spec §4.3–§4.5); what they receive is under Webhooks below.' },
   parameters: {
     SubscriptionId: { name: 'subscriptionId', in: 'path', required: true, description: 'A subscription id.', schema: { type: 'string' } },
   },
