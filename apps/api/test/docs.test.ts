@@ -41,6 +41,7 @@ describe('GET /docs', () => {
     expect(page.headers['content-type']).toMatch(/^text\/html/);
     expect(page.text).toContain('/docs/assets/swagger-ui-bundle.js');
     expect(page.text).not.toMatch(/https?:\/\//);
+    expect(page.headers['content-security-policy']).toContain("default-src 'self'");
     expect(page.headers['x-ratelimit-limit']).toBeUndefined();
     expect(script.status).toBe(200);
     expect(counted.status).toBe(200);

@@ -47,13 +47,28 @@ const PAGE = `<!doctype html>
 `;
 
 /**
+ * The page may load only from this origin: the browser itself then refuses anything from a CDN.
+ * Swagger UI sets inline styles and draws icons from data: URLs.
+ */
+const CONTENT_SECURITY_POLICY = [
+  "default-src 'self'",
+  "script-src 'self'",
+  "style-src 'self' 'unsafe-inline'",
+  "img-src 'self' data:",
+  "connect-src 'self'",
+  "object-src 'none'",
+  "base-uri 'none'",
+  "frame-ancestors 'none'",
+].join('; ');
+
+/**
  * GET /docs: the HTML reference rendered from /openapi.json by Swagger UI (docs/adr/0006), with
  * every file served by this process: it works with no internet. No key, no rate limit.
  */
 export function docsRoutes(): Router {
   const router = Router();
   router.get('/docs', (_req, res) => {
-    res.type('html').set('Cache-Control', 'no-cache').send(PAGE);
+    res.type('html').set({ 'Cache-Control': 'no-cache', 'Content-Security-Policy': CONTENT_SECURITY_POLICY }).send(PAGE);
   });
   router.get('/docs/assets/docs-init.js', (_req, res) => {
     res.type('application/javascript').set('Cache-Control', 'no-cache').send(INIT_SCRIPT);
