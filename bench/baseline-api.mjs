@@ -78,8 +78,11 @@ async function limitAndReadHistory(req, siteId) {
   await redis.slidingWindow(`${prefix}:rl:${token}`, 1_000_000, 60_000, `${member}${(sequence++).toString(36)}`);
   const { rows } = await pool.query({
     name: 'history_page',
-    text: `SELECT id, score, trigger, started_at, completed_at FROM scans
-            WHERE site_id = $1 AND status = 'completed' ORDER BY completed_at DESC, id DESC LIMIT 100`,
+    // Times formatted by Postgres, as the service does: the baseline takes the same shortcut.
+    text: `SELECT id, score, trigger,
+                  to_char(started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS started_at,
+                  to_char(completed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS completed_at
+             FROM scans c WHERE c.site_id = $1 AND c.status = 'completed' ORDER BY c.completed_at DESC, c.id DESC LIMIT 100`,
     values: [siteId],
   });
   return rows;
@@ -91,8 +94,8 @@ function sizedHistory(res, rows, size) {
     score: row.score,
     status: 'completed',
     trigger: row.trigger,
-    startedAt: row.started_at.toISOString(),
-    completedAt: row.completed_at.toISOString(),
+    startedAt: row.started_at,
+    completedAt: row.completed_at,
   }));
   const json = JSON.stringify({ data: { scans, nextCursor: null } });
   const missing = (size ?? 0) - json.length - 10;

@@ -6,14 +6,18 @@ import { toScan, type Scan, type ScanRow } from './scan.repository.js';
 /** Issue 9: a history page holds at most this many scans, and this many when no limit is given. */
 export const SCAN_HISTORY_MAX_LIMIT = 100;
 
-/** One completed scan in a site's score history. */
+/**
+ * One completed scan in a site's score history. The times are ISO 8601 strings in UTC with
+ * milliseconds, formatted by Postgres: a page holds 200 of them, and parsing each into a Date only
+ * to format it again was a fifth of the endpoint's CPU.
+ */
 export interface HistoryScan {
   id: string;
   score: number;
   status: 'completed';
   trigger: ScanTrigger;
-  startedAt: Date;
-  completedAt: Date;
+  startedAt: string;
+  completedAt: string;
 }
 
 /** Where a page starts: strictly after this scan in the history's order (latest completedAt first, ties by id). */
@@ -39,9 +43,12 @@ interface HistoryRow {
   id: string | null;
   score: number | null;
   trigger: ScanTrigger | null;
-  started_at: Date | null;
-  completed_at: Date | null;
+  started_at: string | null;
+  completed_at: string | null;
 }
+
+/** The same text as Date#toISOString for any time the service records. */
+const ISO_UTC = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
 
 /**
  * The statement for each combination of filters. Each is its own named prepared statement with
@@ -56,7 +63,7 @@ export function scanHistorySql(hasSince: boolean, hasAfter: boolean): { sql: str
   if (hasAfter) conditions.push('(c.completed_at, c.id) < (?, ?)');
   return {
     name: `svc_scan_history_${hasSince ? 's' : ''}${hasAfter ? 'a' : ''}`,
-    sql: `SELECT h.id, h.score, h.trigger, h.started_at, h.completed_at
+    sql: `SELECT h.id, h.score, h.trigger, ${ISO_UTC('h.started_at')} AS started_at, ${ISO_UTC('h.completed_at')} AS completed_at
             FROM sites s
             LEFT JOIN LATERAL (
               SELECT c.id, c.score, c.trigger, c.started_at, c.completed_at FROM scans c
@@ -96,7 +103,7 @@ export async function listScanHistory(db: DbOrTx, accountId: string, siteId: str
   if (scans.length <= query.limit) return { scans, next: null };
   const page = scans.slice(0, query.limit);
   const last = page[page.length - 1] as HistoryScan;
-  return { scans: page, next: { completedAt: last.completedAt, id: last.id } };
+  return { scans: page, next: { completedAt: new Date(last.completedAt), id: last.id } };
 }
 
 /** One scan of the account, in any status; NotFoundError for another account's scan or an unknown id. */
