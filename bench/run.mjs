@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createDb, createQueues, createRedis } from '@svc/core';
-import { apiTargets, responseSize, runApiCases } from './cases/api.mjs';
+import { apiTargets, floodRun, responseSize, runApiCases } from './cases/api.mjs';
 import { fanoutRun, latencyRun, Publisher, retryRun, throughputRun } from './cases/dispatcher.mjs';
 import { memoryRun } from './cases/memory.mjs';
 import { resetDatabase, seed } from './lib/fixtures.mjs';
@@ -54,6 +54,8 @@ const FULL = {
   apiDurationS: 10,
   apiWarmupS: 2,
   connections: 50,
+  // Case 1b: the normal load beside an invalid-key flood (the flood uses `connections`).
+  floodNormalConnections: 5,
   keysSmall: 6_000,
   keysHundred: 2_000,
   keysLarge: 4_000,
@@ -318,6 +320,23 @@ async function main() {
     log(`api: response bytes service ${JSON.stringify(sizes)}, baseline ${JSON.stringify(baseSizes)}`);
     const { targets, pools } = apiTargets(fx, apiBase, baseBase, { api: api.pid, baseline: baselineApi.pid });
     results.api = await runApiCases({ targets, runs: P.runs, durationS: P.apiDurationS, warmupS: P.apiWarmupS, connections: P.connections, log, fits: (lastRunMs) => fits('api', lastRunMs), budget: results.budget });
+    results.apiFlood = [];
+    for (let r = 0; r < P.runs; r++) {
+      const m = await floodRun({
+        base: apiBase,
+        nextPath: () => `/api/v1/sites/${fx.small.sites[0]}`,
+        pool: pools.small,
+        durationS: P.apiDurationS,
+        normalConnections: P.floodNormalConnections,
+        floodConnections: P.connections,
+        pids: { server: api.pid, loadgen: process.pid },
+      });
+      results.apiFlood.push(m);
+      log(
+        `  api flood run ${r + 1}/${P.runs}: normal p99 ${m.alone.p99.toFixed(2)} ms alone, ${m.during.p99.toFixed(2)} ms during ${m.flood.reqPerSec.toFixed(0)} invalid req/s (${JSON.stringify(m.flood.statusCodes)}); normal ${JSON.stringify(m.during.statusCodes)}`,
+      );
+      if (!fits('api', 2 * P.apiDurationS * 1000)) break;
+    }
     results.apiSizes = { service: sizes, baseline: baseSizes };
     results.apiHotKeys = Object.fromEntries(Object.entries(pools).map(([k, pool]) => [k, pool.hot]));
     results.rss.baselineApi = readMemory(baselineApi.pid);
@@ -489,6 +508,21 @@ function buildReport(results, machine, mode) {
     notes.push(
       `Case 1: autocannon, ${P.connections} connections, ${P.apiDurationS} s per measurement after a ${P.apiWarmupS} s warm-up; every key serves at most 55 requests per minute (keys: ${P.keysSmall} + ${P.keysHundred} + ${P.keysLarge} + ${P.keysHistory}), so the 60/min limit (default RATE_LIMIT_PER_MINUTE) never triggers. Response bytes, service vs baseline: ${JSON.stringify(results.apiSizes.service)} vs ${JSON.stringify(results.apiSizes.baseline)}.`,
     );
+    // Case 1b (issue 8).
+    if (results.apiFlood?.length) {
+      const f = results.apiFlood;
+      rows.push({ case: '1b', figure: `normal GET /api/v1/sites/{id} p99 during an invalid-key flood (${P.connections} connections) vs without`, unit: 'ms', format: 'ms', svc: per(f, (m) => m.during.p99), baseline: per(f, (m) => m.alone.p99), ratio: per(f, (m) => m.p99Ratio), target: 'info' });
+      rows.push({ case: '1b', figure: 'invalid keys refused per second during the flood', format: 'rps', unit: 'req/s', svc: per(f, (m) => m.flood.reqPerSec), target: 'info' });
+      for (const m of f) {
+        const bad = Object.keys(m.during.statusCodes).filter((code) => !code.startsWith('2'));
+        const floodBad = Object.keys(m.flood.statusCodes).filter((code) => code !== '401');
+        if (bad.length || m.during.errors || floodBad.length) {
+          invalid = true;
+          notes.push(`INVALID: during the flood, normal requests answered ${JSON.stringify(m.during.statusCodes)} (${m.during.errors} errors); flood answered ${JSON.stringify(m.flood.statusCodes)}.`);
+        }
+      }
+      notes.push(`Case 1b: ${P.floodNormalConnections} connections of normal requests (real keys), measured alone and then beside a flood of invalid keys (half random well-formed, half malformed) on ${P.connections} connections, ${P.apiDurationS} s each; the load generator shares the machine, so the ratio includes CPU contention.`);
+    }
     // Case 7.
     const growth = (figure, small, large, note) => {
       const s = runsOf(`${small}:svc`);

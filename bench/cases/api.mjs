@@ -1,6 +1,7 @@
 // Cases 1 (API vs a minimal Express baseline) and 7 (growth: 10 vs 10,000 sites; 100 vs 100,000
 // scans), measured with autocannon, interleaved run by run so that service and baseline share the
 // machine's moods.
+import { randomBytes } from 'node:crypto';
 import autocannon from 'autocannon';
 import { encodeHistoryCursor } from '../../apps/api/dist/src/scans/history-cursor.js';
 import { cpuDelta, cpuSnapshot } from '../lib/cpu.mjs';
@@ -158,4 +159,47 @@ export async function runApiCases({ targets, runs, durationS, warmupS, connectio
     lastRunMs = Date.now() - runStarted;
   }
   return results;
+}
+
+/** Half random well-formed keys (each a Postgres lookup, never repeated), half tokens that cannot be keys. */
+function invalidToken(i) {
+  if (i % 2 === 0) return `svc_live_${randomBytes(24).toString('base64url')}`;
+  return randomBytes(8 + (i % 40)).toString('base64');
+}
+
+/**
+ * Normal requests during an invalid-key flood (issue 8): the same normal load (real keys, a
+ * few connections, not saturating) measured alone and then beside a flood of invalid keys on
+ * many connections, interleaved run by run. The figure is the normal requests' p99 with the
+ * flood over their p99 without it; every normal request must still get a 2xx.
+ */
+export async function floodRun({ base, nextPath, pool, durationS, normalConnections, floodConnections, pids = {} }) {
+  const alone = await load({ base, connections: normalConnections, durationS, nextPath, pool, pids });
+  let i = 0;
+  const floodStatus = {};
+  const flood = autocannon({
+    url: base,
+    connections: floodConnections,
+    duration: durationS,
+    requests: [
+      {
+        method: 'GET',
+        setupRequest: (req) => {
+          req.path = '/api/v1/sites';
+          req.headers = { authorization: `Bearer ${invalidToken(i++)}` };
+          return req;
+        },
+      },
+    ],
+  });
+  flood.on('response', (_client, statusCode) => {
+    floodStatus[statusCode] = (floodStatus[statusCode] ?? 0) + 1;
+  });
+  const [during, floodResult] = await Promise.all([load({ base, connections: normalConnections, durationS, nextPath, pool, pids }), flood]);
+  return {
+    alone,
+    during,
+    flood: { reqPerSec: floodResult.requests.total / floodResult.duration, statusCodes: floodStatus, errors: floodResult.errors },
+    p99Ratio: during.p99 / alone.p99,
+  };
 }

@@ -2,9 +2,12 @@ import express, { Router, type Express } from 'express';
 import type { Config, Db, Logger, Queues, Redis } from '@svc/core';
 import { authenticate, rateLimit } from './auth/authenticate.js';
 import { KeyCache } from './auth/key-cache.js';
-
-export { KeyCache };
+import { KeyLookupGate, keyLookupConcurrency } from './auth/key-lookup-gate.js';
 import { KeyUsageTracker } from './auth/key-usage-tracker.js';
+import { UnknownKeyCache } from './auth/unknown-key-cache.js';
+import { deliveriesRoutes } from './deliveries/deliveries.routes.js';
+
+export { KeyCache, UnknownKeyCache };
 import { healthRoutes } from './health/health.routes.js';
 import { errorHandler, notFound } from './http/error-handler.js';
 import { requestContext } from './http/request-context.js';
@@ -17,7 +20,7 @@ import { sitesRoutes } from './sites/sites.routes.js';
 import { webhooksRoutes } from './webhooks/webhooks.routes.js';
 
 export interface AppDeps {
-  config: Pick<Config, 'rateLimitPerMinute' | 'webhookTimeoutMs' | 'queuePrefix'>;
+  config: Pick<Config, 'rateLimitPerMinute' | 'queuePrefix' | 'dbPoolMax'>;
   db: Db;
   /** A fast-failing connection (createRedis(url, 'fast-fail')): the limiter must not wait on an outage. */
   redis: Redis;
@@ -25,6 +28,8 @@ export interface AppDeps {
   logger: Logger;
   /** The key cache, when main.ts wires Postgres revocation notifications to it; else one of its own. */
   keyCache?: KeyCache;
+  /** The negative cache, when main.ts wires Postgres key-creation notifications to it; else one of its own. */
+  unknownKeyCache?: UnknownKeyCache;
 }
 
 /** Builds the API; it never listens (main.ts does), so tests drive it with supertest. */
@@ -37,13 +42,16 @@ export function createApp(deps: AppDeps): Express {
   });
   const usage = new KeyUsageTracker(deps.db, deps.logger);
   const cache = deps.keyCache ?? new KeyCache();
+  const unknown = deps.unknownKeyCache ?? new UnknownKeyCache();
+  const lookups = new KeyLookupGate(keyLookupConcurrency(deps.config.dbPoolMax));
 
   const v1 = Router();
-  v1.use(authenticate({ db: deps.db, usage, cache }), rateLimit({ limiter, cache, db: deps.db }));
+  v1.use(authenticate({ db: deps.db, cache, unknown, lookups }), rateLimit({ limiter, cache, db: deps.db, usage }));
   v1.use(sitesRoutes({ db: deps.db }));
   v1.use(scansRoutes({ db: deps.db }));
   v1.use(aiMonitorRoutes({ db: deps.db }));
-  v1.use(webhooksRoutes({ db: deps.db, queues: deps.queues, webhookTimeoutMs: deps.config.webhookTimeoutMs }));
+  v1.use(webhooksRoutes({ db: deps.db, queues: deps.queues }));
+  v1.use(deliveriesRoutes({ db: deps.db, queues: deps.queues, logger: deps.logger }));
 
   const app = express();
   app.disable('x-powered-by');

@@ -1,4 +1,3 @@
-import { createServer } from 'node:http';
 import {
   createDb,
   createLogger,
@@ -8,7 +7,8 @@ import {
   RevocationListener,
   waitForRedisReady,
 } from '@svc/core';
-import { createApp, KeyCache } from './app.js';
+import { createApp, KeyCache, UnknownKeyCache } from './app.js';
+import { createApiServer } from './http/server.js';
 
 const config = loadConfigOrExit();
 
@@ -26,17 +26,25 @@ if (!(await waitForRedisReady(redis, 5_000))) {
 }
 
 // Cached keys are trusted only while revocation notifications from Postgres are sure to arrive.
+// Hashes cached as unknown are forgotten when a key is created, and whenever creations may have been missed.
 const keyCache = new KeyCache();
 keyCache.setTrusted(false);
+const unknownKeyCache = new UnknownKeyCache();
 const revocations = new RevocationListener(
   config.databaseUrl,
-  { onRevoked: (keyId) => keyCache.deleteKey(keyId), onConnectionChange: (listening) => keyCache.setTrusted(listening) },
+  {
+    onRevoked: (keyId) => keyCache.deleteKey(keyId),
+    onCreated: () => unknownKeyCache.clear(),
+    onConnectionChange: (listening) => {
+      keyCache.setTrusted(listening);
+      unknownKeyCache.clear();
+    },
+  },
   logger,
 );
 await revocations.start();
 
-const server = createServer(createApp({ config, db, redis, queues, logger, keyCache }));
-server.keepAliveTimeout = 65_000;
+const server = createApiServer(createApp({ config, db, redis, queues, logger, keyCache, unknownKeyCache }), config);
 server.listen(config.port, () => {
   const address = server.address();
   logger.info('api listening', { port: typeof address === 'object' && address ? address.port : config.port });

@@ -174,7 +174,7 @@ describe('Unexpected server errors', () => {
     const live = await request(broken.app).get('/healthz');
 
     expect(ready.status).toBe(503);
-    expect(ready.body).toEqual({ status: 'not_ready', checks: { postgres: 'down', redis: 'ok' }, rateLimiter: 'shared' });
+    expect(ready.body).toEqual({ status: 'not_ready', checks: { postgres: 'down', redis: 'ok' }, rateLimiter: 'shared', reasons: ['PostgreSQL does not answer'] });
     expect(live.status).toBe(200);
     expect(live.body).toEqual({ status: 'ok' });
   });

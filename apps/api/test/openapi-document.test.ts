@@ -33,7 +33,7 @@ describe('the OpenAPI document', () => {
     expect(() => validator.resolveRefs()).not.toThrow();
   });
 
-  it('describes the five endpoints of the spec, the three of issue 9 and the three webhook events', () => {
+  it('describes the five endpoints of the spec, the three of issue 9, the three of issue 10 and the three webhook events', () => {
     const api = operations.filter(({ path }) => path.startsWith('/api/v1/')).map(({ method, path }) => `${method.toUpperCase()} ${path}`);
 
     expect(api.sort()).toEqual(
@@ -46,6 +46,9 @@ describe('the OpenAPI document', () => {
         'GET /api/v1/sites/{siteId}/scans',
         'GET /api/v1/scans/{scanId}',
         'GET /api/v1/sites/{siteId}/ai-monitor/latest',
+        'GET /api/v1/webhooks/{subscriptionId}/deliveries',
+        'GET /api/v1/webhooks/{subscriptionId}/deliveries/{deliveryId}',
+        'POST /api/v1/webhooks/{subscriptionId}/deliveries/{deliveryId}/redeliver',
       ].sort(),
     );
     expect(Object.keys(openApiDocument.webhooks).sort()).toEqual(['ai_check.completed', 'power_up.deployed', 'scan.completed']);

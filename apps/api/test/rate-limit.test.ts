@@ -216,6 +216,10 @@ describe('When Redis is unreachable', () => {
       status: 'not_ready',
       checks: { postgres: 'ok', redis: 'down' },
       rateLimiter: 'per-process-fallback',
+      reasons: [
+        'Redis does not answer',
+        'the rate limiter runs on its per-process fallback: Redis does not run the shared rate-limit script',
+      ],
     });
   });
 

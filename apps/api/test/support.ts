@@ -1,3 +1,5 @@
+import type { Server } from 'node:http';
+import { connect, type AddressInfo, type Socket } from 'node:net';
 import { afterEach } from '@jest/globals';
 import type { Express } from 'express';
 import {
@@ -5,6 +7,7 @@ import {
   createLogger,
   createQueues,
   createRedis,
+  newId,
   RevocationListener,
   type Config,
   type Db,
@@ -12,7 +15,8 @@ import {
   type Redis,
 } from '@svc/core';
 import { testConfig, waitFor } from '@svc/core/testing';
-import { createApp, KeyCache } from '../src/app.js';
+import { createApp, KeyCache, UnknownKeyCache } from '../src/app.js';
+import { createApiServer } from '../src/http/server.js';
 import { contractChecked, drainContractViolations } from './openapi-contract.js';
 
 /**
@@ -39,25 +43,41 @@ export interface TestApi {
  * An API process over the real test database and Redis, as main.ts wires it, without a port.
  * A `db` or `redis` passed in `shared` is used instead of a fresh one and stays the caller's to close.
  */
-export function createTestApi(overrides: Record<string, string> = {}, shared?: { db?: Db; redis?: Redis }): TestApi {
-  return assemble(overrides, shared);
+export function createTestApi(
+  overrides: Record<string, string> = {},
+  shared?: { db?: Db; redis?: Redis },
+  caches?: { keyCache?: KeyCache; unknownKeyCache?: UnknownKeyCache },
+): TestApi {
+  return assemble(overrides, shared, caches);
 }
 
 /**
  * As createTestApi, plus what main.ts adds: the key cache trusted only while a Postgres
  * revocation listener is connected. Resolves once it listens.
  */
-export async function createListeningTestApi(overrides: Record<string, string> = {}, shared?: { db?: Db }): Promise<TestApi> {
+export async function createListeningTestApi(
+  overrides: Record<string, string> = {},
+  shared?: { db?: Db },
+  options: { unknownKeyCache?: UnknownKeyCache } = {},
+): Promise<TestApi> {
   const keyCache = new KeyCache();
   keyCache.setTrusted(false);
-  const config = testConfig(overrides);
+  const unknownKeyCache = options.unknownKeyCache ?? new UnknownKeyCache();
+  const config = testConfig({ DB_POOL_MAX: '5', ...overrides });
   const listener = new RevocationListener(
     config.databaseUrl,
-    { onRevoked: (keyId) => keyCache.deleteKey(keyId), onConnectionChange: (listening) => keyCache.setTrusted(listening) },
+    {
+      onRevoked: (keyId) => keyCache.deleteKey(keyId),
+      onCreated: () => unknownKeyCache.clear(),
+      onConnectionChange: (listening) => {
+        keyCache.setTrusted(listening);
+        unknownKeyCache.clear();
+      },
+    },
     createLogger('error', { silent: true }),
   );
   await listener.start();
-  const api = assemble(overrides, shared, keyCache, config);
+  const api = assemble(overrides, shared, { keyCache, unknownKeyCache }, config);
   return {
     ...api,
     async close() {
@@ -67,15 +87,24 @@ export async function createListeningTestApi(overrides: Record<string, string> =
   };
 }
 
-function assemble(overrides: Record<string, string>, shared?: { db?: Db; redis?: Redis }, keyCache?: KeyCache, fixed?: Config): TestApi {
-  const config = fixed ?? testConfig(overrides);
-  const db = shared?.db ?? createDb(config.databaseUrl, { poolMax: 5 });
+function assemble(
+  overrides: Record<string, string>,
+  shared?: { db?: Db; redis?: Redis },
+  caches: { keyCache?: KeyCache; unknownKeyCache?: UnknownKeyCache } = {},
+  fixed?: Config,
+): TestApi {
+  const config = fixed ?? testConfig({ DB_POOL_MAX: '5', ...overrides });
+  const db = shared?.db ?? createDb(config.databaseUrl, { poolMax: config.dbPoolMax });
   const redis = shared?.redis ?? createRedis(config.redisUrl, 'fast-fail');
   redis.on('error', () => undefined);
   const queueRedis = createRedis(config.redisUrl, 'bullmq');
   const queues = createQueues(queueRedis, config.queuePrefix);
+  // Closing a test API whose queue connection is still connecting makes BullMQ emit
+  // "Connection is closed"; with no listener that is an unhandled error failing an unrelated test.
+  queues.fanout.on('error', () => undefined);
+  queues.delivery.on('error', () => undefined);
   const logger = createLogger('error', { silent: true });
-  const app = contractChecked(createApp({ config, db, redis, queues, logger, ...(keyCache ? { keyCache } : {}) }));
+  const app = contractChecked(createApp({ config, db, redis, queues, logger, ...caches }));
   return {
     app,
     config,
@@ -123,3 +152,81 @@ export async function whenRedisReady(redis: Redis): Promise<void> {
 }
 
 export const bearer = (key: string) => ({ Authorization: `Bearer ${key}` });
+
+export interface ListeningApi {
+  server: Server;
+  port: number;
+  base: string;
+  close(): Promise<void>;
+}
+
+/** The app behind the same server main.ts runs (createApiServer), listening on a free loopback port. */
+export async function listen(api: TestApi): Promise<ListeningApi> {
+  const server = createApiServer(api.app, api.config);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as AddressInfo).port;
+  return {
+    server,
+    port,
+    base: `http://127.0.0.1:${port}`,
+    async close() {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+export interface RawExchange {
+  /** Everything the server sent, as latin1 text. */
+  received: string;
+  /** ms from connecting until the server closed the connection. */
+  closedAfterMs: number;
+}
+
+/**
+ * Opens a raw TCP connection, lets `drive` write to it as it likes (slowly, partially, not at
+ * all), and resolves when the server closes it, or rejects after `giveUpMs`.
+ */
+export function rawExchange(port: number, drive: (socket: Socket) => void, giveUpMs = 10_000): Promise<RawExchange> {
+  return new Promise((resolve, reject) => {
+    const started = Date.now();
+    const chunks: Buffer[] = [];
+    const socket = connect(port, '127.0.0.1', () => drive(socket));
+    const timer = setTimeout(() => {
+      socket.destroy();
+      reject(new Error(`the server kept the connection open for ${giveUpMs} ms`));
+    }, giveUpMs);
+    socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+    socket.on('error', () => undefined);
+    socket.on('close', () => {
+      clearTimeout(timer);
+      resolve({ received: Buffer.concat(chunks).toString('latin1'), closedAfterMs: Date.now() - started });
+    });
+  });
+}
+
+/** The status code of the first response in raw bytes, or undefined if none came. */
+export function statusOf(raw: string): number | undefined {
+  const match = /^HTTP\/1\.1 (\d{3}) /.exec(raw);
+  return match ? Number(match[1]) : undefined;
+}
+
+/**
+ * A delivery of a new event to the subscription whose attempt is on the wire: the lease a
+ * dispatcher records when it claims an attempt, ending `leaseMs` from now on Postgres's clock.
+ */
+export async function seedLeasedDelivery(db: Db, accountId: string, subscriptionId: string, leaseMs: number): Promise<string> {
+  const eventId = newId('evt');
+  await db('events').insert({ id: eventId, account_id: accountId, type: 'scan.completed', body: '{}' });
+  const deliveryId = newId('dlv');
+  await db('deliveries').insert({
+    id: deliveryId,
+    event_id: eventId,
+    subscription_id: subscriptionId,
+    status: 'pending',
+    attempt_count: 0,
+    next_attempt_at: db.raw('clock_timestamp()'),
+    locked_until: db.raw('clock_timestamp() + make_interval(secs => ?)', [leaseMs / 1000]),
+  });
+  return deliveryId;
+}

@@ -7,6 +7,7 @@ import {
   type Db,
   type Logger,
   type ProducerDeps,
+  type RedeliveryDeps,
   type Queues,
   type Redis,
 } from '@svc/core';
@@ -54,15 +55,24 @@ export class CliResources {
    * refused by the database never touches Redis.
    */
   producerDeps(): ProducerDeps {
+    return { db: this.db(), queues: this.lazyQueues(), logger: this.stderrLogger() };
+  }
+
+  /** What a redelivery needs: the same, with the delivery queue (Redis opened only to enqueue). */
+  redeliveryDeps(): RedeliveryDeps {
+    return { db: this.db(), queues: this.lazyQueues(), logger: this.stderrLogger() };
+  }
+
+  /** Both queues, each opened (with Redis) only when first touched. */
+  private lazyQueues(): Pick<Queues, 'fanout' | 'delivery'> {
     const openQueues = () => this.queues();
     return {
-      db: this.db(),
-      queues: {
-        get fanout() {
-          return openQueues().fanout;
-        },
+      get fanout() {
+        return openQueues().fanout;
       },
-      logger: this.stderrLogger(),
+      get delivery() {
+        return openQueues().delivery;
+      },
     };
   }
 
@@ -91,7 +101,7 @@ export class CliResources {
 
   /**
    * Producers log a failed enqueue. stdout carries the command's result (one JSON object with
-   * `--json`), so these log lines go to stderr as JSON lines. Producers only call `warn`.
+   * `--json`), so these log lines go to stderr as JSON lines. Producers and redelivery only call `warn`.
    */
   private stderrLogger(): Pick<Logger, 'warn'> {
     const quiet = this.config().logLevel === 'error';

@@ -1,7 +1,7 @@
 import { afterAll, describe, expect, it } from '@jest/globals';
-import { newId, randomHex } from '@svc/core';
-import { seedAccount, seedSite } from '@svc/core/testing';
-import { openTestDb, runSvc, runSvcJson, testEnv } from './support.js';
+import { createQueues, createRedis, deliveryJobId, newId, randomHex } from '@svc/core';
+import { seedAccount, seedSite, TEST_REDIS_URL } from '@svc/core/testing';
+import { ISO_8601, openTestDb, runSvc, runSvcJson, testEnv } from './support.js';
 
 const db = openTestDb();
 const env = testEnv();
@@ -88,6 +88,7 @@ describe('svc deliveries list', () => {
           createdAt: at(10).toISOString(),
           nextAttemptAt: new Date(now + 60 * MINUTE_MS).toISOString(),
           failureReason: null,
+          redeliveryOf: null,
           attempts: [],
         },
         {
@@ -98,8 +99,9 @@ describe('svc deliveries list', () => {
           createdAt: at(20).toISOString(),
           nextAttemptAt: null,
           failureReason: 'subscription disabled',
+          redeliveryOf: null,
           attempts: [
-            { n: 1, at: at(20).toISOString(), statusCode: null, error: 'timeout', durationMs: 10_000, responseExcerpt: null },
+            { n: 1, at: at(20).toISOString(), statusCode: null, error: 'timeout', durationMs: 10_000, responseExcerpt: null, responseExcerptBase64: null },
           ],
         },
         {
@@ -110,9 +112,10 @@ describe('svc deliveries list', () => {
           createdAt: at(30).toISOString(),
           nextAttemptAt: null,
           failureReason: null,
+          redeliveryOf: null,
           attempts: [
-            { n: 1, at: at(30).toISOString(), statusCode: 503, error: 'HTTP 503', durationMs: 120, responseExcerpt: 'busy' },
-            { n: 2, at: at(29).toISOString(), statusCode: 200, error: null, durationMs: 45, responseExcerpt: 'ok' },
+            { n: 1, at: at(30).toISOString(), statusCode: 503, error: 'HTTP 503', durationMs: 120, responseExcerpt: 'busy', responseExcerptBase64: Buffer.from('busy').toString('base64') },
+            { n: 2, at: at(29).toISOString(), statusCode: 200, error: null, durationMs: 45, responseExcerpt: 'ok', responseExcerptBase64: Buffer.from('ok').toString('base64') },
           ],
         },
       ],
@@ -139,5 +142,91 @@ describe('svc deliveries list', () => {
     const out = await runSvcJson(['deliveries', 'list', '--subscription', newId('wh')], env);
 
     expect(out).toEqual({ deliveries: [] });
+  });
+});
+
+describe('svc deliveries redeliver', () => {
+  /** The seeded log's subscription made active again (no dispatcher sends from the shared test database). */
+  async function activeDeliveryLog() {
+    const log = await seedDeliveryLog();
+    await db('webhook_subscriptions').where({ id: log.subscriptionId }).update({ status: 'active', disabled_at: null });
+    return log;
+  }
+
+  it('stores a new pending delivery of the same event, redeliveryOf the original, and queues its first attempt', async () => {
+    const { subscriptionId, delivered } = await activeDeliveryLog();
+
+    const out = await runSvcJson<Record<string, string>>(['deliveries', 'redeliver', delivered.id], env);
+
+    expect(out).toEqual({
+      id: expect.stringMatching(/^dlv_[0-9a-f]{32}$/),
+      subscriptionId,
+      eventId: delivered.eventId,
+      event: 'scan.completed',
+      status: 'pending',
+      createdAt: expect.stringMatching(ISO_8601),
+      nextAttemptAt: expect.stringMatching(ISO_8601),
+      redeliveryOf: delivered.id,
+    });
+    expect(await db('deliveries').where({ id: out.id }).first()).toMatchObject({
+      event_id: delivered.eventId,
+      subscription_id: subscriptionId,
+      status: 'pending',
+      attempt_count: 0,
+      redelivery_of: delivered.id,
+    });
+    const redis = createRedis(TEST_REDIS_URL, 'bullmq');
+    const queues = createQueues(redis, env.QUEUE_PREFIX!);
+    try {
+      const job = await queues.delivery.getJob(deliveryJobId(out.id!, 1));
+      expect(job?.data).toEqual({ deliveryId: out.id, subscriptionId, attempt: 1 });
+      await job?.remove();
+    } finally {
+      await queues.close();
+      redis.disconnect();
+    }
+    const listed = await runSvcJson<{ deliveries: Array<{ id: string; redeliveryOf: string | null }> }>(
+      ['deliveries', 'list', '--subscription', subscriptionId],
+      env,
+    );
+    expect(listed.deliveries[0]).toMatchObject({ id: out.id, redeliveryOf: delivered.id });
+    const text = await runSvc(['deliveries', 'list', '--subscription', subscriptionId], env);
+    expect(text.stdout.split('\n')[0]).toMatch(new RegExp(`^${out.id} {2}scan\\.completed {2}pending {2}.*, redelivery of ${delivered.id}, next attempt `));
+  });
+
+  it('prints one line for a person', async () => {
+    const { subscriptionId, failed } = await activeDeliveryLog();
+
+    const run = await runSvc(['deliveries', 'redeliver', failed.id], env);
+
+    expect(run.code).toBe(0);
+    expect(run.stdout).toMatch(new RegExp(`^Queued redelivery dlv_\\w+ of ${failed.id} \\(ai_check\\.completed, event ${failed.eventId}\\) to subscription ${subscriptionId}\n$`));
+  });
+
+  it('refuses a delivery whose event is still pending to the subscription: exit 1, nothing stored', async () => {
+    const { subscriptionId, pending } = await activeDeliveryLog();
+
+    const run = await runSvc(['deliveries', 'redeliver', pending.id, '--json'], env);
+
+    expect(run).toMatchObject({ code: 1, stdout: '' });
+    expect(run.stderr).toMatch(/^svc: error: A delivery of this event to this subscription is still pending/);
+    expect(await db('deliveries').where({ subscription_id: subscriptionId })).toHaveLength(3);
+  });
+
+  it('refuses an auto-disabled subscription: exit 1, nothing stored', async () => {
+    const { subscriptionId, delivered } = await seedDeliveryLog();
+
+    const run = await runSvc(['deliveries', 'redeliver', delivered.id, '--json'], env);
+
+    expect(run).toMatchObject({ code: 1, stdout: '' });
+    expect(run.stderr).toMatch(/^svc: error: This webhook subscription was disabled/);
+    expect(await db('deliveries').where({ subscription_id: subscriptionId })).toHaveLength(3);
+  });
+
+  it('exits 2 for a delivery that does not exist', async () => {
+    const run = await runSvc(['deliveries', 'redeliver', newId('dlv')], env);
+
+    expect(run.code).toBe(2);
+    expect(run.stderr).toMatch(/^svc: error: delivery dlv_\w+ does not exist/);
   });
 });

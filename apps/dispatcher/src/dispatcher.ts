@@ -29,6 +29,11 @@ export interface DispatcherDeps {
     | 'webhookTimeoutMs'
     | 'webhookRetryDelaysMs'
     | 'webhookAllowPrivateTargets'
+    | 'webhookMaxSockets'
+    | 'webhookIdleSocketTimeoutMs'
+    | 'webhookDnsTimeoutMs'
+    | 'webhookDnsTries'
+    | 'webhookDnsServers'
     | 'dispatcherConcurrency'
     | 'perSubscriptionConcurrency'
     | 'sweepIntervalMs'
@@ -41,6 +46,8 @@ export interface DispatcherDeps {
 
 export interface Dispatcher {
   start(): void;
+  /** Sockets to receivers this dispatcher holds: in use and idle. */
+  socketCounts(): { active: number; idle: number };
   /** Stops taking jobs, lets attempts in flight finish, closes its Redis connections. The db is the caller's. */
   stop(): Promise<void>;
 }
@@ -58,6 +65,11 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
     timeoutMs: config.webhookTimeoutMs,
     allowPrivateTargets: config.webhookAllowPrivateTargets,
     maxSocketsPerHost: config.dispatcherConcurrency,
+    maxTotalSockets: config.webhookMaxSockets,
+    // As many as one subscription may have attempts in flight: a busy one keeps its connections.
+    maxFreeSocketsPerHost: config.perSubscriptionConcurrency,
+    idleSocketTimeoutMs: config.webhookIdleSocketTimeoutMs,
+    dns: { timeoutMs: config.webhookDnsTimeoutMs, tries: config.webhookDnsTries, servers: config.webhookDnsServers },
     ...(deps.ca ? { ca: deps.ca } : {}),
   });
   const workerOptions = {
@@ -96,6 +108,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
 
   let stopped: Promise<void> | undefined;
   return {
+    socketCounts: () => client.socketCounts(),
     start() {
       void fanoutWorker.run();
       void deliveryWorker.run();

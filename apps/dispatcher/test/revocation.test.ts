@@ -14,7 +14,7 @@ afterAll(async () => {
 });
 
 const revoke = (accountId: string, id: string) =>
-  revokeSubscription({ db: h.db, queues: h.queues, webhookTimeoutMs: h.config.webhookTimeoutMs }, accountId, id);
+  revokeSubscription({ db: h.db, queues: h.queues }, accountId, id);
 
 describe('revoking a subscription', () => {
   it('cancels its queued retries and deletes its history: nothing reaches the receiver after it returns', async () => {

@@ -1,3 +1,5 @@
+import { isIP } from 'node:net';
+
 /** Every setting of every process, parsed once from the environment at start. */
 export interface Config {
   readonly databaseUrl: string;
@@ -8,15 +10,32 @@ export interface Config {
   readonly webhookTimeoutMs: number;
   readonly webhookRetryDelaysMs: readonly number[];
   readonly webhookAllowPrivateTargets: boolean;
+  /** Sockets to receivers in all, in use or idle, per dispatcher process. */
+  readonly webhookMaxSockets: number;
+  readonly webhookIdleSocketTimeoutMs: number;
+  /** One DNS query's timeout; a lookup takes at most this × webhookDnsTries. */
+  readonly webhookDnsTimeoutMs: number;
+  readonly webhookDnsTries: number;
+  /** Name servers for receivers' names ("ip" or "ip:port", "[v6]:port"); empty: the system's. */
+  readonly webhookDnsServers: readonly string[];
   readonly queuePrefix: string;
   readonly dispatcherConcurrency: number;
   readonly perSubscriptionConcurrency: number;
   readonly sweepIntervalMs: number;
   readonly dbPoolMax: number;
+  /** The API's HTTP server bounds (apps/api/src/http/server.ts); docs/operations.md "Limits". */
+  readonly apiHeadersTimeoutMs: number;
+  readonly apiRequestTimeoutMs: number;
+  readonly apiKeepAliveTimeoutMs: number;
+  readonly apiMaxConnections: number;
+  readonly apiMaxHeaderBytes: number;
 }
 
 export type LogLevel = 'error' | 'warn' | 'info' | 'http' | 'verbose' | 'debug' | 'silly';
 const LOG_LEVELS: readonly LogLevel[] = ['error', 'warn', 'info', 'http', 'verbose', 'debug', 'silly'];
+
+/** The longest WEBHOOK_TIMEOUT_MS any process may run with: bounds how long an attempt can hold its lease. */
+export const MAX_WEBHOOK_TIMEOUT_MS = 600_000;
 
 /** The number of delays before attempts 2..7 (spec §6.3: 7 attempts in all). */
 export const RETRY_DELAY_COUNT = 6;
@@ -69,6 +88,20 @@ function parseBoolean(env: Env, name: string, fallback: boolean): boolean {
   throw new ConfigError(name, `must be true or false (got "${raw}")`);
 }
 
+function parseDnsServers(env: Env, name: string): string[] {
+  const raw = read(env, name, '');
+  if (raw === '') return [];
+  return raw.split(',').map((part) => {
+    const server = part.trim();
+    const match = /^\[([0-9a-fA-F:.]+)\](?::(\d{1,5}))?$/.exec(server) ?? /^([0-9.]+)(?::(\d{1,5}))?$/.exec(server) ?? /^([0-9a-fA-F:]+)()$/.exec(server);
+    const port = match?.[2] ? Number(match[2]) : 53;
+    if (!match || !isIP(match[1]!) || port < 1 || port > 65535) {
+      throw new ConfigError(name, `has a server that is not "ip", "ip:port" or "[ipv6]:port": "${server}"`);
+    }
+    return server;
+  });
+}
+
 function parseDelays(env: Env, name: string, fallback: string): number[] {
   const raw = read(env, name, fallback);
   const parts = raw.split(',').map((part) => part.trim());
@@ -89,24 +122,53 @@ export function loadConfig(env: Env = process.env): Config {
   if (!LOG_LEVELS.includes(level as LogLevel)) {
     throw new ConfigError('LOG_LEVEL', `must be one of ${LOG_LEVELS.join(', ')} (got "${level}")`);
   }
+  const dispatcherConcurrency = parseInteger(env, 'DISPATCHER_CONCURRENCY', 100, 1, 10_000);
   const config: Config = {
     databaseUrl: parseUrl(env, 'DATABASE_URL', 'postgres://postgres@127.0.0.1:5432/svc', ['postgres:', 'postgresql:']),
     redisUrl: parseUrl(env, 'REDIS_URL', 'redis://127.0.0.1:6379', ['redis:', 'rediss:']),
     port: parseInteger(env, 'PORT', 3000, 0, 65535),
     logLevel: level as LogLevel,
     rateLimitPerMinute: parseInteger(env, 'RATE_LIMIT_PER_MINUTE', 60, 1, 1_000_000),
-    webhookTimeoutMs: parseInteger(env, 'WEBHOOK_TIMEOUT_MS', 10_000, 1, 600_000),
+    webhookTimeoutMs: parseInteger(env, 'WEBHOOK_TIMEOUT_MS', 10_000, 1, MAX_WEBHOOK_TIMEOUT_MS),
     webhookRetryDelaysMs: Object.freeze(
       parseDelays(env, 'WEBHOOK_RETRY_DELAYS_MS', '60000,300000,1800000,7200000,43200000,86400000'),
     ),
     webhookAllowPrivateTargets: parseBoolean(env, 'WEBHOOK_ALLOW_PRIVATE_TARGETS', false),
+    // Each attempt in flight holds a socket, so fewer than DISPATCHER_CONCURRENCY would make attempts wait for one.
+    webhookMaxSockets: parseInteger(env, 'WEBHOOK_MAX_SOCKETS', 2 * dispatcherConcurrency, dispatcherConcurrency, 100_000),
+    webhookIdleSocketTimeoutMs: parseInteger(env, 'WEBHOOK_IDLE_SOCKET_TIMEOUT_MS', 4_000, 1, 600_000),
+    webhookDnsTimeoutMs: parseInteger(env, 'WEBHOOK_DNS_TIMEOUT_MS', 2_000, 1, 60_000),
+    webhookDnsTries: parseInteger(env, 'WEBHOOK_DNS_TRIES', 2, 1, 10),
+    webhookDnsServers: Object.freeze(parseDnsServers(env, 'WEBHOOK_DNS_SERVERS')),
     queuePrefix: parseQueuePrefix(env),
-    dispatcherConcurrency: parseInteger(env, 'DISPATCHER_CONCURRENCY', 100, 1, 10_000),
+    dispatcherConcurrency,
     perSubscriptionConcurrency: parseInteger(env, 'DISPATCHER_PER_SUBSCRIPTION_CONCURRENCY', 10, 1, 10_000),
     sweepIntervalMs: parseInteger(env, 'DISPATCHER_SWEEP_INTERVAL_MS', 5_000, 100, 3_600_000),
     dbPoolMax: parseInteger(env, 'DB_POOL_MAX', 20, 1, 1_000),
+    ...parseApiServer(env),
   };
   return Object.freeze(config);
+}
+
+type ApiServerConfig = Pick<
+  Config,
+  'apiHeadersTimeoutMs' | 'apiRequestTimeoutMs' | 'apiKeepAliveTimeoutMs' | 'apiMaxConnections' | 'apiMaxHeaderBytes'
+>;
+
+function parseApiServer(env: Env): ApiServerConfig {
+  const apiHeadersTimeoutMs = parseInteger(env, 'API_HEADERS_TIMEOUT_MS', 10_000, 100, 600_000);
+  const apiRequestTimeoutMs = parseInteger(env, 'API_REQUEST_TIMEOUT_MS', 30_000, 100, 3_600_000);
+  // Node refuses a server whose whole-request timeout is shorter than its headers timeout.
+  if (apiRequestTimeoutMs < apiHeadersTimeoutMs) {
+    throw new ConfigError('API_REQUEST_TIMEOUT_MS', `must be at least API_HEADERS_TIMEOUT_MS (${apiHeadersTimeoutMs})`);
+  }
+  return {
+    apiHeadersTimeoutMs,
+    apiRequestTimeoutMs,
+    apiKeepAliveTimeoutMs: parseInteger(env, 'API_KEEP_ALIVE_TIMEOUT_MS', 65_000, 100, 600_000),
+    apiMaxConnections: parseInteger(env, 'API_MAX_CONNECTIONS', 2_000, 1, 1_000_000),
+    apiMaxHeaderBytes: parseInteger(env, 'API_MAX_HEADER_BYTES', 16_384, 1_024, 1_048_576),
+  };
 }
 
 function parseQueuePrefix(env: Env): string {

@@ -73,6 +73,18 @@ export class ConflictError extends DomainError {
   readonly status = 409;
 }
 
+/** A redelivery refused because the subscription was auto-disabled: it never resumes (spec §3.2). */
+export class SubscriptionDisabledError extends DomainError {
+  readonly code = 'subscription_disabled';
+  readonly status = 409;
+}
+
+/** A redelivery refused while a delivery of the same event to the same subscription is still pending. */
+export class DeliveryPendingError extends DomainError {
+  readonly code = 'delivery_pending';
+  readonly status = 409;
+}
+
 /** A query parameter that cannot be used (400); the message names the parameter. */
 export class InvalidQueryError extends DomainError {
   readonly code = 'invalid_query';

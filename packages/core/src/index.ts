@@ -30,5 +30,12 @@ export * from './deliveries/record-attempt.js';
 export * from './deliveries/fan-out.js';
 export * from './deliveries/sweep.repository.js';
 export * from './deliveries/delivery-log.repository.js';
+export * from './deliveries/delivery-history.repository.js';
+// Only the account-scoped entry point: the owner-agnostic `redeliver` stays inside the package.
+export { redeliverSubscriptionDelivery, type Redelivery, type RedeliveryDeps } from './deliveries/redeliver.js';
+export * from './deliveries/operator-redeliver.js';
+export * from './deliveries/response-excerpt.js';
 export * from './signing/signature.js';
+export * from './signing/signature-headers.js';
 export * from './queues/queues.js';
+export * from './queues/enqueue-after-commit.js';

@@ -14,6 +14,11 @@ describe('loadConfig', () => {
       webhookTimeoutMs: 10_000,
       webhookRetryDelaysMs: [60_000, 300_000, 1_800_000, 7_200_000, 43_200_000, 86_400_000],
       webhookAllowPrivateTargets: false,
+      apiHeadersTimeoutMs: 10_000,
+      apiRequestTimeoutMs: 30_000,
+      apiKeepAliveTimeoutMs: 65_000,
+      apiMaxConnections: 2_000,
+      apiMaxHeaderBytes: 16_384,
     });
     expect(Object.isFrozen(config)).toBe(true);
     expect(Object.isFrozen(config.webhookRetryDelaysMs)).toBe(true);
@@ -43,6 +48,32 @@ describe('loadConfig', () => {
     });
   });
 
+  it('bounds the dispatcher’s sockets and DNS lookups by default, and reads their variables (issue 8)', () => {
+    expect(loadConfig({})).toMatchObject({
+      webhookMaxSockets: 200,
+      webhookIdleSocketTimeoutMs: 4_000,
+      webhookDnsTimeoutMs: 2_000,
+      webhookDnsTries: 2,
+      webhookDnsServers: [],
+    });
+    expect(
+      loadConfig({
+        DISPATCHER_CONCURRENCY: '10',
+        WEBHOOK_MAX_SOCKETS: '10',
+        WEBHOOK_IDLE_SOCKET_TIMEOUT_MS: '50',
+        WEBHOOK_DNS_TIMEOUT_MS: '300',
+        WEBHOOK_DNS_TRIES: '1',
+        WEBHOOK_DNS_SERVERS: '10.0.0.53, 127.0.0.1:5353,[::1]:53,2001:db8::1',
+      }),
+    ).toMatchObject({
+      webhookMaxSockets: 10,
+      webhookIdleSocketTimeoutMs: 50,
+      webhookDnsTimeoutMs: 300,
+      webhookDnsTries: 1,
+      webhookDnsServers: ['10.0.0.53', '127.0.0.1:5353', '[::1]:53', '2001:db8::1'],
+    });
+  });
+
   it.each([
     ['DATABASE_URL', 'not a url'],
     ['DATABASE_URL', 'mysql://root@localhost/x'],
@@ -59,6 +90,16 @@ describe('loadConfig', () => {
     ['WEBHOOK_RETRY_DELAYS_MS', '1,2,3,4,5,99999999999999999999'],
     ['WEBHOOK_ALLOW_PRIVATE_TARGETS', 'maybe'],
     ['QUEUE_PREFIX', 'has space'],
+    ['API_HEADERS_TIMEOUT_MS', '0'],
+    ['API_REQUEST_TIMEOUT_MS', '5000'],
+    ['API_MAX_CONNECTIONS', '0'],
+    ['API_MAX_HEADER_BYTES', '100'],
+    ['WEBHOOK_MAX_SOCKETS', '99'],
+    ['WEBHOOK_IDLE_SOCKET_TIMEOUT_MS', '0'],
+    ['WEBHOOK_DNS_TIMEOUT_MS', 'soon'],
+    ['WEBHOOK_DNS_TRIES', '0'],
+    ['WEBHOOK_DNS_SERVERS', 'ns1.example.com'],
+    ['WEBHOOK_DNS_SERVERS', '10.0.0.1:99999'],
   ])('refuses %s=%p with a ConfigError naming the variable', (variable, value) => {
     let thrown: unknown;
     try {

@@ -4,6 +4,7 @@ import {
   hashApiKey,
   InsufficientScopeError,
   InvalidKeyError,
+  isWellFormedApiKey,
   RateLimitedError,
   UnauthorizedError,
   type AuthenticatedKey,
@@ -12,7 +13,9 @@ import {
 } from '@svc/core';
 import type { SlidingWindowLimiter } from '../rate-limit/sliding-window-limiter.js';
 import type { KeyCache } from './key-cache.js';
+import type { KeyLookupGate } from './key-lookup-gate.js';
 import type { KeyUsageTracker } from './key-usage-tracker.js';
+import type { UnknownKeyCache } from './unknown-key-cache.js';
 
 /** What authenticate() leaves for rateLimit(): the key, its hash, and whether it came from the cache. */
 interface AuthLocals {
@@ -24,8 +27,13 @@ interface AuthLocals {
 const INVALID_KEY_MESSAGE = 'The API key is unknown, revoked or no longer active.';
 
 const BEARER = /^Bearer +([\x21-\x7e]+)$/i;
-/** Real keys are about 41 characters; anything far longer is not a key and is not hashed or looked up. */
-const MAX_KEY_LENGTH = 256;
+
+/** How many Authorization headers the request carried (rawHeaders holds name, value pairs). */
+function authorizationHeaderCount(req: Request): number {
+  let count = 0;
+  for (let i = 0; i < req.rawHeaders.length; i += 2) if (req.rawHeaders[i]?.toLowerCase() === 'authorization') count += 1;
+  return count;
+}
 
 /** The key that authenticated this request (set by `authenticate`). */
 export function authOf(res: Response): AuthenticatedKey {
@@ -35,31 +43,42 @@ export function authOf(res: Response): AuthenticatedKey {
 }
 
 /**
- * Spec §5, §7: bearer key → 401 unauthorized (missing or malformed) or 401 invalid_key. A key
- * seen in the last KEY_CACHE_TTL_MS comes from the cache; rateLimit() then confirms in the same
- * Redis call that its revocation has not been announced.
+ * Spec §5, §7: bearer key → 401 unauthorized (missing or malformed) or 401 invalid_key. A token
+ * that cannot be a key (prefix, length, alphabet) is refused with no I/O; a well-formed key that
+ * matched nothing within UNKNOWN_KEY_CACHE_TTL_MS is refused from the negative cache; a key seen
+ * in the last KEY_CACHE_TTL_MS comes from the cache, and rateLimit() then confirms in the same
+ * Redis call that its revocation has not been announced. Lookups that do reach Postgres pass
+ * through the gate, so a flood of random keys cannot take the whole pool.
  */
-export function authenticate(deps: { db: Db; usage: KeyUsageTracker; cache: KeyCache }): RequestHandler {
+export function authenticate(deps: { db: Db; cache: KeyCache; unknown: UnknownKeyCache; lookups: KeyLookupGate }): RequestHandler {
   return async (req: Request, res: Response, next: NextFunction) => {
     const header = req.get('authorization');
     if (header === undefined || header.trim() === '') {
       throw new UnauthorizedError('The Authorization header is missing; send "Authorization: Bearer <API key>".');
+    }
+    if (authorizationHeaderCount(req) > 1) {
+      // Node keeps the first and drops the rest; a proxy in front may have picked another one.
+      throw new UnauthorizedError('More than one Authorization header was sent; send exactly one.');
     }
     const match = BEARER.exec(header.trim());
     if (!match?.[1]) {
       throw new UnauthorizedError('The Authorization header is malformed; expected "Bearer <API key>".');
     }
     const token = match[1];
-    if (token.length > MAX_KEY_LENGTH) throw new InvalidKeyError(INVALID_KEY_MESSAGE);
+    if (!isWellFormedApiKey(token)) throw new InvalidKeyError(INVALID_KEY_MESSAGE);
     const keyHash = hashApiKey(token);
     const cached = deps.cache.get(keyHash);
+    if (!cached && deps.unknown.has(keyHash)) throw new InvalidKeyError(INVALID_KEY_MESSAGE);
     const generation = deps.cache.currentGeneration();
-    const key = cached ?? (await findActiveKeyByHash(deps.db, keyHash));
-    if (!key) throw new InvalidKeyError(INVALID_KEY_MESSAGE);
+    const unknownGeneration = deps.unknown.currentGeneration();
+    const key = cached ?? (await deps.lookups.run(() => findActiveKeyByHash(deps.db, keyHash)));
+    if (!key) {
+      deps.unknown.add(keyHash, unknownGeneration);
+      throw new InvalidKeyError(INVALID_KEY_MESSAGE);
+    }
     if (!cached) deps.cache.set(keyHash, key, generation);
     const locals: AuthLocals = { auth: key, keyHash, keyFromCache: cached !== undefined };
     Object.assign(res.locals, locals);
-    deps.usage.noteUse(key);
     next();
   };
 }
@@ -67,9 +86,10 @@ export function authenticate(deps: { db: Db; usage: KeyUsageTracker; cache: KeyC
 /**
  * Spec §7, §8: per key, at most the configured number of requests in any 60 s window. The same
  * Redis call refuses a key whose revocation was announced; while Redis is away, a cached key is
- * checked against Postgres again, since no announcement can be seen.
+ * checked against Postgres again, since no announcement can be seen. A key that passes is noted
+ * as used (lastUsedAt).
  */
-export function rateLimit(deps: { limiter: SlidingWindowLimiter; cache: KeyCache; db: Db }): RequestHandler {
+export function rateLimit(deps: { limiter: SlidingWindowLimiter; cache: KeyCache; db: Db; usage: KeyUsageTracker }): RequestHandler {
   return async (_req: Request, res: Response, next: NextFunction) => {
     const { auth, keyHash, keyFromCache } = res.locals as AuthLocals;
     const decision = await deps.limiter.consume(auth.id);
@@ -77,6 +97,8 @@ export function rateLimit(deps: { limiter: SlidingWindowLimiter; cache: KeyCache
       deps.cache.delete(keyHash);
       throw new InvalidKeyError(INVALID_KEY_MESSAGE);
     }
+    // Only now is the key known not to be revoked: a refused key's lastUsedAt must not move.
+    deps.usage.noteUse(auth);
     res.set({
       'X-RateLimit-Limit': String(decision.limit),
       'X-RateLimit-Remaining': String(decision.remaining),

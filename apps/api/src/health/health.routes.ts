@@ -16,19 +16,33 @@ async function pingRedis(redis: Redis): Promise<boolean> {
   }
 }
 
-/** Contract §3: liveness and readiness, with no key and no rate limit. */
+/**
+ * Contract §3: liveness and readiness, with no key and no rate limit. Ready means PostgreSQL
+ * answers, Redis answers, and the rate limiter is shared through Redis (docs/api-behaviour.md:
+ * a process on its per-process fallback lets N × the limit through, so it says 503 and why).
+ */
 export function healthRoutes(deps: { db: Db; redis: Redis; limiter: SlidingWindowLimiter }): Router {
   const router = Router();
   router.get('/healthz', (_req, res) => {
     res.json({ status: 'ok' });
   });
   router.get('/readyz', async (_req, res) => {
-    const [postgres, redis] = await Promise.all([pingDb(deps.db), pingRedis(deps.redis)]);
-    const ready = postgres && redis;
+    const [postgres, redis, shared] = await Promise.all([
+      pingDb(deps.db),
+      pingRedis(deps.redis),
+      deps.limiter.probe(REDIS_PING_TIMEOUT_MS),
+    ]);
+    const reasons = [
+      ...(postgres ? [] : ['PostgreSQL does not answer']),
+      ...(redis ? [] : ['Redis does not answer']),
+      ...(shared ? [] : ['the rate limiter runs on its per-process fallback: Redis does not run the shared rate-limit script']),
+    ];
+    const ready = reasons.length === 0;
     res.status(ready ? 200 : 503).json({
       status: ready ? 'ready' : 'not_ready',
       checks: { postgres: postgres ? 'ok' : 'down', redis: redis ? 'ok' : 'down' },
-      rateLimiter: deps.limiter.usingLocalFallback || !redis ? 'per-process-fallback' : 'shared',
+      rateLimiter: shared ? 'shared' : 'per-process-fallback',
+      ...(ready ? {} : { reasons }),
     });
   });
   return router;

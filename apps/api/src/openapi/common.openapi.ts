@@ -15,6 +15,8 @@ export const ERROR_CODES = [
   'invalid_events',
   'payload_too_large',
   'invalid_query',
+  'subscription_disabled',
+  'delivery_pending',
 ] as const;
 
 const isoTimestamp: JsonSchema = { type: 'string', format: 'date-time' };

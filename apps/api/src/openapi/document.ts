@@ -1,5 +1,6 @@
 import { aiMonitor } from './ai-monitor.openapi.js';
 import { common } from './common.openapi.js';
+import { deliveries } from './deliveries.openapi.js';
 import type { OpenApiModule } from './openapi-types.js';
 import { scans } from './scans.openapi.js';
 import { service } from './service.openapi.js';
@@ -11,7 +12,7 @@ import { webhooks } from './webhooks.openapi.js';
  * Every part of the document, in the order its tags appear. A new resource is one module
  * (`export const x: OpenApiModule`) imported above and named here.
  */
-const MODULES: OpenApiModule[] = [common, sites, scans, aiMonitor, webhooks, webhookEvents, service];
+const MODULES: OpenApiModule[] = [common, sites, scans, aiMonitor, webhooks, deliveries, webhookEvents, service];
 
 type Mergeable = Exclude<keyof OpenApiModule, 'tag'>;
 

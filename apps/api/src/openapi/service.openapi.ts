@@ -19,6 +19,7 @@ export const service: OpenApiModule = {
           properties: { postgres: { enum: ['ok', 'down'] }, redis: { enum: ['ok', 'down'] } },
         },
         rateLimiter: { enum: ['shared', 'per-process-fallback'] },
+        reasons: { type: 'array', items: { type: 'string' }, description: 'Present when not ready: what is wrong.' },
       },
     },
   },

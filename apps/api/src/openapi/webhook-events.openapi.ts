@@ -24,6 +24,27 @@ const deliveryHeaders = [
     schema: { type: 'string' },
   },
   {
+    name: 'webhook-id',
+    in: 'header' as const,
+    required: true,
+    description: 'Standard Webhooks: the delivery id (equals X-Service-Delivery-Id).',
+    schema: { type: 'string' },
+  },
+  {
+    name: 'webhook-timestamp',
+    in: 'header' as const,
+    required: true,
+    description: 'Standard Webhooks: Unix seconds when this attempt was signed; reject old ones to stop replays.',
+    schema: { type: 'string', pattern: '^[0-9]+$' },
+  },
+  {
+    name: 'webhook-signature',
+    in: 'header' as const,
+    required: true,
+    description: 'Standard Webhooks: `v1,` and the base64 HMAC-SHA256 of `<webhook-id>.<webhook-timestamp>.<body>`.',
+    schema: { type: 'string', pattern: '^v1,' },
+  },
+  {
     name: 'User-Agent',
     in: 'header' as const,
     required: true,

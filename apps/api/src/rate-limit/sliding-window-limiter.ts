@@ -4,6 +4,10 @@ import { revokedKeyMarker, type Logger, type Redis } from '@svc/core';
 /** Spec §7, §8: the window the per-key limit counts over. */
 export const RATE_LIMIT_WINDOW_MS = 60_000;
 
+/** The probe's window and limit: always room, so every probe really writes (as a counted request does). */
+const PROBE_WINDOW_MS = 1_000;
+const PROBE_LIMIT = 1_000_000;
+
 export interface RateLimitDecision {
   allowed: boolean;
   /** The key's revocation was announced (revokeApiKeyEverywhere); nothing was counted. */
@@ -107,6 +111,39 @@ export class SlidingWindowLimiter {
     } catch (error) {
       this.markDegraded(error as Error);
       return this.consumeLocally(subject);
+    }
+  }
+
+  /**
+   * For /readyz: runs the limiter's own script on a probe key of this process (a 1 s window, so
+   * it holds a handful of entries) and says whether the shared limit works. A PING is not
+   * enough: a Redis that answers PING can still refuse the script's writes (an old primary
+   * demoted to a read-only replica by a failover). It also ends the fallback as soon as Redis is back,
+   * even if no customer request came to notice.
+   */
+  async probe(timeoutMs: number): Promise<boolean> {
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      const member = `${this.memberPrefix}${(this.sequence++).toString(36)}`;
+      await Promise.race([
+        this.redis.slidingWindow(
+          `${this.options.keyPrefix}:rl-probe:${this.memberPrefix}`,
+          `${this.options.keyPrefix}:rl-probe:none`,
+          PROBE_LIMIT,
+          PROBE_WINDOW_MS,
+          member,
+        ),
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
+        }),
+      ]);
+      this.markHealthy();
+      return true;
+    } catch (error) {
+      this.markDegraded(error as Error);
+      return false;
+    } finally {
+      clearTimeout(timer);
     }
   }
 

@@ -18,17 +18,35 @@ import { parseCreateSubscription } from './webhooks.schemas.js';
  */
 export const WEBHOOK_BODY_LIMIT = '1mb';
 
+const EMPTY_BODY_MESSAGE = 'The request body is empty; send a JSON object with url and events.';
+
+/** A request that announces no body at all is refused before anything is read. */
 function requireBody(req: Request, _res: Response, next: NextFunction): void {
   const length = req.get('content-length');
   const chunked = req.get('transfer-encoding') !== undefined;
-  if (!chunked && (length === undefined || length === '0')) {
-    throw new ValidationError('invalid_body', 'The request body is empty; send a JSON object with url and events.');
-  }
+  if (!chunked && (length === undefined || length === '0')) throw new ValidationError('invalid_body', EMPTY_BODY_MESSAGE);
   next();
 }
 
-/** Clients that forget the Content-Type still get their JSON read; anything else fails as invalid_body. */
-const jsonBody = express.json({ limit: WEBHOOK_BODY_LIMIT, strict: true, type: () => true });
+/**
+ * Clients that forget the Content-Type still get their JSON read; anything else fails as
+ * invalid_body. The parser reads an empty body as `{}`, so the decoded length (after any
+ * Content-Encoding) is noted to tell "no body" (a chunked body of zero bytes, a gzip stream that
+ * inflates to nothing) from a body that is an empty object.
+ */
+const jsonBody = express.json({
+  limit: WEBHOOK_BODY_LIMIT,
+  strict: true,
+  type: () => true,
+  verify: (_req, res, body) => {
+    (res as Response).locals.decodedBodyBytes = body.length;
+  },
+});
+
+function requireDecodedBody(_req: Request, res: Response, next: NextFunction): void {
+  if (!res.locals.decodedBodyBytes) throw new ValidationError('invalid_body', EMPTY_BODY_MESSAGE);
+  next();
+}
 
 function presentListing(sub: SubscriptionListing) {
   return {
@@ -43,9 +61,9 @@ function presentListing(sub: SubscriptionListing) {
 }
 
 /** Spec §4.3–§4.5. */
-export function webhooksRoutes(deps: { db: Db; queues: Pick<Queues, 'delivery'>; webhookTimeoutMs: number }): Router {
+export function webhooksRoutes(deps: { db: Db; queues: Pick<Queues, 'delivery'> }): Router {
   const router = Router();
-  router.post('/webhooks', requireScope('write:webhooks'), requireBody, jsonBody, async (req, res) => {
+  router.post('/webhooks', requireScope('write:webhooks'), requireBody, jsonBody, requireDecodedBody, async (req, res) => {
     const input = parseCreateSubscription(req.body);
     const sub = await createSubscription(deps.db, authOf(res).accountId, input);
     res.status(201).json({

@@ -1,4 +1,3 @@
-import { lookup as dnsLookup, type LookupAddress, type LookupAllOptions, type LookupOneOptions } from 'node:dns';
 import { isIP } from 'node:net';
 import ipaddr from 'ipaddr.js';
 
@@ -38,27 +37,4 @@ export function bareHost(hostname: string): string {
 export function assertLiteralTargetAllowed(url: URL): void {
   const host = bareHost(url.hostname);
   if (isIP(host) && !isPublicAddress(host)) throw new BlockedTargetError(host);
-}
-
-type LookupCallback = (error: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void;
-
-/**
- * A drop-in for dns.lookup used by the socket itself, so the address checked is the address
- * connected to (no gap for DNS rebinding between a check and the connect).
- */
-export function guardedLookup(hostname: string, options: LookupOneOptions | LookupAllOptions, callback: LookupCallback): void {
-  dnsLookup(hostname, { ...options, all: true }, (error, addresses) => {
-    if (error) {
-      callback(error, '');
-      return;
-    }
-    const allowed = addresses.filter((entry) => isPublicAddress(entry.address));
-    const first = allowed[0];
-    if (!first) {
-      callback(new BlockedTargetError(hostname, addresses[0]?.address) as unknown as NodeJS.ErrnoException, '');
-      return;
-    }
-    if ((options as LookupAllOptions).all) callback(null, allowed);
-    else callback(null, first.address, first.family);
-  });
 }

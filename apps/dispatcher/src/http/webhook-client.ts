@@ -1,15 +1,15 @@
-import { Agent } from 'node:https';
+import type { Agent } from 'node:https';
 import { createSecureContext, rootCertificates } from 'node:tls';
 import got, { type RequestError } from 'got';
-import { signBody, type ClaimedAttempt, type AttemptOutcome } from '@svc/core';
-import { assertLiteralTargetAllowed, BlockedTargetError, guardedLookup } from './ssrf-guard.js';
+import { RESPONSE_EXCERPT_BYTES, signatureHeaders, type ClaimedAttempt, type AttemptOutcome } from '@svc/core';
+import { BoundedAgent, liveSockets } from './bounded-agent.js';
+import { createReceiverLookup, type ReceiverLookup } from './dns-resolver.js';
+import { assertLiteralTargetAllowed, BlockedTargetError } from './ssrf-guard.js';
 
 /** Spec §6.2. */
 export const USER_AGENT = 'Service-Webhooks/1.0';
-/** How much of a response the delivery log keeps. */
-export const RESPONSE_EXCERPT_BYTES = 512;
 /** How much of a response is read at all before the connection is dropped. */
-const RESPONSE_READ_LIMIT_BYTES = 64 * 1024;
+export const RESPONSE_READ_LIMIT_BYTES = 64 * 1024;
 
 export interface WebhookClientOptions {
   timeoutMs: number;
@@ -18,6 +18,13 @@ export interface WebhookClientOptions {
   ca?: string | Buffer | Array<string | Buffer>;
   /** At least the dispatcher's concurrency. */
   maxSocketsPerHost: number;
+  /** Every socket of this client, in use or idle (WEBHOOK_MAX_SOCKETS); at least maxSocketsPerHost. */
+  maxTotalSockets: number;
+  /** Idle keep-alive sockets kept per host. */
+  maxFreeSocketsPerHost: number;
+  /** An idle keep-alive socket is closed after this long (WEBHOOK_IDLE_SOCKET_TIMEOUT_MS). */
+  idleSocketTimeoutMs: number;
+  dns: { timeoutMs: number; tries: number; servers: readonly string[] };
 }
 
 /**
@@ -26,15 +33,20 @@ export interface WebhookClientOptions {
  */
 export class WebhookClient {
   private readonly agent: Agent;
+  private readonly lookup: ReceiverLookup;
 
   constructor(private readonly options: WebhookClientOptions) {
-    this.agent = new Agent({
+    this.lookup = createReceiverLookup({ ...options.dns, allowPrivateTargets: options.allowPrivateTargets });
+    this.agent = new BoundedAgent(options.maxTotalSockets, {
       keepAlive: true,
       // As many sockets per host as attempts may be in flight: got's timeout would otherwise
       // count the wait for a free socket, and an attempt could time out without being sent.
       maxSockets: options.maxSocketsPerHost,
-      // Keep every socket of a busy moment: closing the extras only to reopen them costs a TLS handshake each.
-      maxFreeSockets: options.maxSocketsPerHost,
+      // Receivers on many hosts must not hold a descriptor each for ever (issue 8): sockets are
+      // bounded in all (BoundedAgent), idle ones per host and in time. LIFO reuse lets extras go idle and close.
+      maxFreeSockets: options.maxFreeSocketsPerHost,
+      // The agent closes only idle sockets on it (an attempt's own bound is got's request timeout).
+      timeout: options.idleSocketTimeoutMs,
       scheduling: 'lifo',
       // One secure context for every connection: passing `ca` per connection re-parses ~140 roots each time.
       ...(options.ca ? { secureContext: createSecureContext({ ca: withSystemRoots(options.ca) }) } : {}),
@@ -45,7 +57,7 @@ export class WebhookClient {
   async send(attempt: ClaimedAttempt): Promise<AttemptOutcome> {
     const startedAt = new Date();
     const started = performance.now();
-    const finish = (fields: Pick<AttemptOutcome, 'statusCode' | 'error' | 'responseExcerpt'>): AttemptOutcome => {
+    const finish = (fields: Pick<AttemptOutcome, 'statusCode' | 'error' | 'responseBytes'>): AttemptOutcome => {
       const ok = fields.error === null && fields.statusCode !== null && fields.statusCode >= 200 && fields.statusCode < 300;
       return { startedAt, durationMs: performance.now() - started, ok, ...fields };
     };
@@ -54,10 +66,15 @@ export class WebhookClient {
       if (!this.options.allowPrivateTargets) assertLiteralTargetAllowed(url);
       const { statusCode, excerpt } = await this.post(url, attempt);
       const error = statusCode >= 200 && statusCode < 300 ? null : describeStatus(statusCode);
-      return finish({ statusCode, error, responseExcerpt: excerpt });
+      return finish({ statusCode, error, responseBytes: excerpt });
     } catch (error) {
-      return finish({ statusCode: null, error: describeError(error), responseExcerpt: null });
+      return finish({ statusCode: null, error: describeError(error), responseBytes: null });
     }
+  }
+
+  /** Open sockets of this client: in use, and idle (for tests and metrics). */
+  socketCounts(): { active: number; idle: number } {
+    return { active: liveSockets(this.agent.sockets).length, idle: liveSockets(this.agent.freeSockets).length };
   }
 
   /** Closes pooled sockets. */
@@ -65,16 +82,16 @@ export class WebhookClient {
     this.agent.destroy();
   }
 
-  private post(url: URL, attempt: ClaimedAttempt): Promise<{ statusCode: number; excerpt: string }> {
+  private post(url: URL, attempt: ClaimedAttempt): Promise<{ statusCode: number; excerpt: Buffer }> {
     const body = Buffer.from(attempt.body, 'utf8');
     const stream = got.stream.post(url, {
       body,
       headers: {
         'content-type': 'application/json',
         'user-agent': USER_AGENT,
-        'x-service-signature': signBody(body, attempt.secret),
         'x-service-event': attempt.eventType,
         'x-service-delivery-id': attempt.deliveryId,
+        ...signatureHeaders({ deliveryId: attempt.deliveryId, body, secret: attempt.secret }),
       },
       agent: { https: this.agent },
       http2: false,
@@ -83,7 +100,8 @@ export class WebhookClient {
       decompress: false,
       retry: { limit: 0 },
       timeout: { request: this.options.timeoutMs },
-      ...(this.options.allowPrivateTargets ? {} : { dnsLookup: guardedLookup as never }),
+      // Always our resolver (c-ares, bounded, off the libuv pool); with the guard on it also filters.
+      dnsLookup: this.lookup as never,
     });
     return new Promise((resolve, reject) => {
       let statusCode: number | undefined;
@@ -92,7 +110,8 @@ export class WebhookClient {
       let read = 0;
       const finish = (dropConnection: boolean) => {
         if (statusCode === undefined) return;
-        resolve({ statusCode, excerpt: Buffer.concat(chunks).toString('utf8') });
+        // The bytes exactly as sent: the record keeps them, response-excerpt.ts presents them.
+        resolve({ statusCode, excerpt: Buffer.concat(chunks) });
         // Only a response cut short needs its connection dropped; a finished one goes back to the
         // keep-alive pool (destroying it would cost a TLS handshake on the next attempt).
         if (dropConnection) stream.destroy();
@@ -145,7 +164,14 @@ export function describeError(error: unknown): string {
       return 'connection reset';
     case 'ENOTFOUND':
     case 'EAI_AGAIN':
+    case 'ENODATA':
+    case 'ENOTIMP':
+    case 'EREFUSED':
+    case 'ESERVFAIL':
+    case 'EBADNAME':
       return 'host not found';
+    case 'ETIMEOUT':
+      return 'dns timeout';
     case 'ESSRFBLOCKED':
       return `blocked: ${(error as Error).message}`;
     default:

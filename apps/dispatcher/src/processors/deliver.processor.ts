@@ -11,6 +11,9 @@ import {
   type DeliveryJob,
   type Logger,
   type Queues,
+  type AttemptOutcome,
+  type ClaimedAttempt,
+  type RecordResult,
 } from '@svc/core';
 import type { WebhookClient } from '../http/webhook-client.js';
 import type { SubscriptionSlots } from './subscription-slots.js';
@@ -45,6 +48,27 @@ async function putBack(job: Job, token: string | undefined, inMs: number): Promi
 }
 
 /**
+ * Records the outcome; if Postgres refuses the record itself (a data error, class 22), records
+ * it again without the receiver's bytes, so the attempt is not left to be claimed and sent
+ * again. Anything else (Postgres unreachable) propagates: the lease runs out, and the claim
+ * limit bounds how often the attempt is sent again.
+ */
+async function recordOrDegrade(deps: DeliverDeps, attempt: ClaimedAttempt, outcome: AttemptOutcome): Promise<RecordResult> {
+  try {
+    return await recordAttempt(deps.db, attempt, outcome, deps.retryDelaysMs);
+  } catch (error) {
+    const code = (error as { code?: unknown }).code;
+    if (typeof code !== 'string' || !code.startsWith('22')) throw error;
+    deps.logger.error('attempt outcome refused by Postgres; recording it without the response bytes', {
+      deliveryId: attempt.deliveryId,
+      attempt: attempt.attempt,
+      error: (error as Error).message,
+    });
+    return recordAttempt(deps.db, attempt, { ...outcome, responseBytes: null, error: outcome.error?.replace(/[^\x20-\x7e]/g, '?') ?? null }, deps.retryDelaysMs);
+  }
+}
+
+/**
  * One attempt of one delivery: claim it in Postgres (due, next in line, nobody else sending,
  * subscription active), POST it, record the outcome, and queue the next attempt if one is due.
  * Running it twice for the same attempt sends at most once.
@@ -67,10 +91,18 @@ export function createDeliverProcessor(deps: DeliverDeps) {
           await putBack(job, token, refusal.retryInMs);
         }
         if (refusal.reason === 'subscription-disabled') await failDeliveryOfDisabledSubscription(deps.db, deliveryId);
+        if (refusal.reason === 'claim-limit') {
+          deps.logger.error('delivery failed: its attempt was claimed again and again without a recorded outcome', {
+            deliveryId,
+            subscriptionId,
+            attempt,
+            failureReason: refusal.failureReason,
+          });
+        }
         return;
       }
       const outcome = await deps.client.send(claim.attempt);
-      const result = await recordAttempt(deps.db, claim.attempt, outcome, deps.retryDelaysMs);
+      const result = await recordOrDegrade(deps, claim.attempt, outcome);
       deps.logger.info(outcome.ok ? 'delivery attempt succeeded' : 'delivery attempt failed', {
         deliveryId,
         subscriptionId,

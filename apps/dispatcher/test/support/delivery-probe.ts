@@ -13,6 +13,8 @@ export interface DeliveryRow {
   locked_until: Date | null;
   finished_at: Date | null;
   failure_reason: string | null;
+  created_at: Date;
+  redelivery_of: string | null;
 }
 
 export interface AttemptRow {

@@ -8,6 +8,7 @@ import {
   startScan,
   type Config,
   type Db,
+  type Logger,
   type Queues,
   type Redis,
 } from '@svc/core';
@@ -26,7 +27,7 @@ export interface Harness {
   receiver: Receiver;
   certificate: TestCertificate;
   dispatchers: Dispatcher[];
-  startDispatcher(overrides?: Record<string, string>, options?: { trustReceiver?: boolean }): Dispatcher;
+  startDispatcher(overrides?: Record<string, string>, options?: { trustReceiver?: boolean; logger?: Logger }): Dispatcher;
   /** Every Redis key under this harness's queue prefix. */
   queueKeys(): Promise<string[]>;
   close(): Promise<void>;
@@ -66,7 +67,7 @@ export async function createHarness(overrides: Record<string, string> = {}): Pro
       const dispatcher = createDispatcher({
         config: dispatcherConfig,
         db,
-        logger,
+        logger: options.logger ?? logger,
         ...(options.trustReceiver === false ? {} : { ca: certificate.cert }),
       });
       dispatcher.start();
@@ -102,6 +103,12 @@ function overridesOf(config: Config): Record<string, string> {
     DISPATCHER_SWEEP_INTERVAL_MS: String(config.sweepIntervalMs),
     WEBHOOK_ALLOW_PRIVATE_TARGETS: String(config.webhookAllowPrivateTargets),
     DATABASE_URL: config.databaseUrl,
+    DISPATCHER_CONCURRENCY: String(config.dispatcherConcurrency),
+    WEBHOOK_MAX_SOCKETS: String(config.webhookMaxSockets),
+    WEBHOOK_IDLE_SOCKET_TIMEOUT_MS: String(config.webhookIdleSocketTimeoutMs),
+    WEBHOOK_DNS_TIMEOUT_MS: String(config.webhookDnsTimeoutMs),
+    WEBHOOK_DNS_TRIES: String(config.webhookDnsTries),
+    WEBHOOK_DNS_SERVERS: config.webhookDnsServers.join(','),
   };
 }
 

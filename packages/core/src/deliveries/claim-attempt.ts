@@ -1,4 +1,5 @@
 import type { Db } from '../db/knex.js';
+import { MAX_CLAIMS_PER_ATTEMPT, unrecordedAttemptReason } from './delivery-limits.js';
 
 /** What the sender needs for one claimed attempt. The secret stays in memory, never in job data. */
 export interface ClaimedAttempt {
@@ -19,6 +20,8 @@ export type ClaimRefusal =
   | { reason: 'already-attempted' }
   | { reason: 'subscription-disabled' }
   | { reason: 'subscription-deleting' }
+  /** The attempt was claimed MAX_CLAIMS_PER_ATTEMPT times without an outcome: this claim failed the delivery. */
+  | { reason: 'claim-limit'; failureReason: string }
   | { reason: 'not-due'; retryInMs: number }
   | { reason: 'in-flight-elsewhere'; retryInMs: number };
 
@@ -28,6 +31,9 @@ export type ClaimResult = { claimed: true; attempt: ClaimedAttempt } | { claimed
  * Takes the lease of one attempt: only when the delivery is pending, this attempt is the next,
  * it is due, no other dispatcher holds it and the subscription is active. The subscription row
  * is read FOR SHARE so a concurrent revocation either waits for this lease or is seen here.
+ * Every claim is counted; an attempt already claimed MAX_CLAIMS_PER_ATTEMPT times whose lease
+ * ran out without an outcome is not sent again: the same statement fails its delivery (not
+ * counted in failureCount: the receiver did not exhaust its attempts, something on our side failed).
  */
 export async function claimAttempt(db: Db, deliveryId: string, attempt: number, leaseMs: number): Promise<ClaimResult> {
   const result = await db.raw(
@@ -36,24 +42,38 @@ export async function claimAttempt(db: Db, deliveryId: string, attempt: number, 
         WHERE s.id = (SELECT subscription_id FROM deliveries WHERE id = :id)
         FOR SHARE
      ), claimed AS (
-       UPDATE deliveries d SET locked_until = clock_timestamp() + make_interval(secs => :leaseSecs)
+       UPDATE deliveries d SET locked_until = clock_timestamp() + make_interval(secs => :leaseSecs), claims = d.claims + 1
          FROM sub
         WHERE d.id = :id AND d.status = 'pending' AND d.attempt_count = :previous AND sub.status = 'active'
+          AND d.claims < :maxClaims
           AND (d.locked_until IS NULL OR d.locked_until <= clock_timestamp())
           AND d.next_attempt_at <= clock_timestamp()
+       RETURNING d.id
+     ), abandoned AS (
+       UPDATE deliveries d SET status = 'failed', locked_until = NULL, next_attempt_at = NULL,
+              finished_at = clock_timestamp(), failure_reason = :unrecorded
+        WHERE d.id = :id AND d.status = 'pending' AND d.attempt_count = :previous AND d.claims >= :maxClaims
+          AND (d.locked_until IS NULL OR d.locked_until <= clock_timestamp())
        RETURNING d.id
      )
      SELECT d.id, d.subscription_id, d.event_id, d.status, d.attempt_count,
             GREATEST(0, EXTRACT(EPOCH FROM (d.next_attempt_at - clock_timestamp())) * 1000)::float8 AS due_in_ms,
             GREATEST(0, EXTRACT(EPOCH FROM (d.locked_until - clock_timestamp())) * 1000)::float8 AS locked_for_ms,
             sub.status AS sub_status, sub.url, sub.secret, e.type, e.body,
-            (SELECT count(*) FROM claimed)::int AS claimed
+            (SELECT count(*) FROM claimed)::int AS claimed,
+            (SELECT count(*) FROM abandoned)::int AS abandoned
        FROM deliveries d
        JOIN events e ON e.id = d.event_id
        LEFT JOIN sub ON sub.id = d.subscription_id
       WHERE d.id = :id`,
-    { id: deliveryId, previous: attempt - 1, leaseSecs: leaseMs / 1000 },
-  ).options({ name: 'svc_claim_attempt' });
+    {
+      id: deliveryId,
+      previous: attempt - 1,
+      leaseSecs: leaseMs / 1000,
+      maxClaims: MAX_CLAIMS_PER_ATTEMPT,
+      unrecorded: unrecordedAttemptReason(attempt),
+    },
+  ).options({ name: 'svc_claim_attempt_v2' });
   const row = result.rows[0];
   if (!row) return { claimed: false, refusal: { reason: 'gone' } };
   if (row.claimed === 1) {
@@ -71,6 +91,7 @@ export async function claimAttempt(db: Db, deliveryId: string, attempt: number, 
       },
     };
   }
+  if (row.abandoned === 1) return { claimed: false, refusal: { reason: 'claim-limit', failureReason: unrecordedAttemptReason(attempt) } };
   if (row.status !== 'pending') return { claimed: false, refusal: { reason: 'finished' } };
   if (row.attempt_count >= attempt) return { claimed: false, refusal: { reason: 'already-attempted' } };
   if (row.sub_status === 'disabled') return { claimed: false, refusal: { reason: 'subscription-disabled' } };

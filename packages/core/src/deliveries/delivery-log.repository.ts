@@ -1,6 +1,7 @@
 /** The operator's delivery log (svc deliveries list): unscoped, never reached by a customer's request. */
 import type { DbOrTx } from '../db/knex.js';
 import type { DeliveryStatus } from './delivery-limits.js';
+import { presentResponseExcerpt, storedExcerptOf } from './response-excerpt.js';
 
 export interface DeliveryLogEntry {
   id: string;
@@ -10,7 +11,17 @@ export interface DeliveryLogEntry {
   createdAt: Date;
   nextAttemptAt: Date | null;
   failureReason: string | null;
-  attempts: Array<{ n: number; at: Date; statusCode: number | null; error: string | null; durationMs: number; responseExcerpt: string | null }>;
+  /** The delivery this one redelivers; null for the fan-out's first delivery. */
+  redeliveryOf: string | null;
+  attempts: Array<{
+    n: number;
+    at: Date;
+    statusCode: number | null;
+    error: string | null;
+    durationMs: number;
+    responseExcerpt: string | null;
+    responseExcerptBase64: string | null;
+  }>;
 }
 
 /** The delivery log of one subscription, newest first, with every attempt (operators only). */
@@ -23,7 +34,7 @@ export async function listDeliveries(db: DbOrTx, subscriptionId: string, limit =
       { column: 'd.id', order: 'desc' },
     ])
     .limit(limit)
-    .select('d.id', 'd.event_id', 'e.type', 'd.status', 'd.created_at', 'd.next_attempt_at', 'd.failure_reason');
+    .select('d.id', 'd.event_id', 'e.type', 'd.status', 'd.created_at', 'd.next_attempt_at', 'd.failure_reason', 'd.redelivery_of');
   const ids = deliveries.map((row: { id: string }) => row.id);
   const attempts = ids.length
     ? await db('delivery_attempts').whereIn('delivery_id', ids).orderBy(['delivery_id', 'n']).select('*')
@@ -36,6 +47,7 @@ export async function listDeliveries(db: DbOrTx, subscriptionId: string, limit =
     createdAt: row.created_at,
     nextAttemptAt: row.next_attempt_at,
     failureReason: row.failure_reason,
+    redeliveryOf: row.redelivery_of,
     attempts: attempts
       .filter((a: { delivery_id: string }) => a.delivery_id === row.id)
       .map((a) => ({
@@ -44,7 +56,7 @@ export async function listDeliveries(db: DbOrTx, subscriptionId: string, limit =
         statusCode: a.status_code,
         error: a.error,
         durationMs: a.duration_ms,
-        responseExcerpt: a.response_excerpt,
+        ...presentResponseExcerpt(storedExcerptOf(a)),
       })),
   }));
 }

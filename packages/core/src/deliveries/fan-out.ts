@@ -4,6 +4,11 @@ import type { Db } from '../db/knex.js';
  * Fan-out (idempotent, one statement): one delivery per active subscription of the event's
  * account whose events hold its type or `*`, and the first attempts still to be made — those
  * created now and any a previous run created but did not get to queue.
+ *
+ * "One delivery per (event, subscription)" holds for first deliveries only (a redelivery is a
+ * second row): the conflict target is left open so that every unique index is an arbiter — the
+ * first-delivery one and the one-pending-per-(event, subscription) one — and a run racing a
+ * redelivery or another run does nothing rather than fail.
  */
 export async function fanOutEvent(
   db: Db,
@@ -19,14 +24,14 @@ export async function fanOutEvent(
        SELECT 'dlv_' || replace(gen_random_uuid()::text, '-', ''), event.id, s.id, 'pending', 0, clock_timestamp()
          FROM event JOIN webhook_subscriptions s ON s.account_id = event.account_id
         WHERE s.status = 'active' AND (s.events @> ARRAY[event.type] OR s.events @> ARRAY['*'])
-       ON CONFLICT (event_id, subscription_id) DO NOTHING
+       ON CONFLICT DO NOTHING
        RETURNING id, subscription_id
      )
      SELECT id, subscription_id FROM created
      UNION ALL
      SELECT id, subscription_id FROM deliveries WHERE event_id = :eventId AND status = 'pending' AND attempt_count = 0`,
     { eventId },
-  ).options({ name: 'svc_fan_out_event' });
+  ).options({ name: 'svc_fan_out_event_v2' });
   return {
     firstAttempts: result.rows.map((row: { id: string; subscription_id: string }) => ({
       deliveryId: row.id,

@@ -2,13 +2,15 @@ import type { Db, DbOrTx } from '../db/knex.js';
 import { AUTO_DISABLE_THRESHOLD } from '../webhooks/subscription.repository.js';
 import type { ClaimedAttempt } from './claim-attempt.js';
 import { MAX_ATTEMPTS } from './delivery-limits.js';
+import { excerptText } from './response-excerpt.js';
 
 export interface AttemptOutcome {
   startedAt: Date;
   durationMs: number;
   statusCode: number | null;
   error: string | null;
-  responseExcerpt: string | null;
+  /** The receiver's first bytes exactly as sent (at most RESPONSE_EXCERPT_BYTES), or null without a response. */
+  responseBytes: Buffer | null;
   ok: boolean;
 }
 
@@ -18,10 +20,14 @@ export type RecordResult =
   | { kind: 'failed'; disabledSubscription: boolean; cancelled: Array<{ deliveryId: string; attempt: number }> }
   | { kind: 'stale' };
 
-/** Inserts the attempt row unless the delivery is gone or the attempt is already recorded. */
+/**
+ * Inserts the attempt row unless the delivery is gone or the attempt is already recorded. The
+ * bytes are the record; the text beside them is their display form (response-excerpt.ts), kept
+ * so readers of the text column see new rows as they see old ones.
+ */
 const INSERT_ATTEMPT = `
-  INSERT INTO delivery_attempts (delivery_id, n, at, status_code, error, duration_ms, response_excerpt)
-  SELECT :id, :n, :at, :statusCode, :error, :durationMs, :excerpt
+  INSERT INTO delivery_attempts (delivery_id, n, at, status_code, error, duration_ms, response_excerpt, response_excerpt_bytes)
+  SELECT :id, :n, :at, :statusCode, :error, :durationMs, :excerpt, :excerptBytes
    WHERE EXISTS (SELECT 1 FROM deliveries WHERE id = :id)
   ON CONFLICT (delivery_id, n) DO NOTHING`;
 
@@ -54,9 +60,12 @@ export async function recordAttempt(
     n: attempt,
     at: outcome.startedAt,
     statusCode: outcome.statusCode,
-    error: outcome.error,
+    // An error text may quote what a peer sent; `text` cannot hold a NUL, and a record that
+    // cannot be written would leave the attempt to be sent again.
+    error: outcome.error === null ? null : outcome.error.replace(/\u0000/g, '\uFFFD'),
     durationMs: Math.round(outcome.durationMs),
-    excerpt: outcome.responseExcerpt,
+    excerpt: outcome.responseBytes === null ? null : excerptText(outcome.responseBytes),
+    excerptBytes: outcome.responseBytes,
   };
 
   if (outcome.ok) {
@@ -74,7 +83,7 @@ export async function recordAttempt(
        )
        SELECT count(*)::int AS moved FROM moved`,
       params,
-    ).options({ name: 'svc_record_delivered_v2' });
+    ).options({ name: 'svc_record_delivered_v3' });
     return result.rows[0].moved === 1 ? { kind: 'delivered' } : { kind: 'stale' };
   }
 
@@ -82,14 +91,14 @@ export async function recordAttempt(
     const delayMs = retryDelaysMs[attempt - 1] ?? 0;
     const result = await db.raw(
       `WITH moved AS (
-         UPDATE deliveries SET attempt_count = :n, locked_until = NULL,
+         UPDATE deliveries SET attempt_count = :n, locked_until = NULL, claims = 0,
                 next_attempt_at = clock_timestamp() + make_interval(secs => :delaySecs)
           WHERE ${STILL_CURRENT}
          RETURNING id
        ), attempt AS (${INSERT_ATTEMPT})
        SELECT count(*)::int AS moved FROM moved`,
       { ...params, delaySecs: delayMs / 1000 },
-    ).options({ name: 'svc_record_retry' });
+    ).options({ name: 'svc_record_retry_v2' });
     return result.rows[0].moved === 1 ? { kind: 'retry', nextAttempt: attempt + 1, delayMs } : { kind: 'stale' };
   }
 
@@ -120,8 +129,12 @@ async function countPermanentFailure(
     return { disabledSubscription: false, cancelled: [] };
   }
   await tx('webhook_subscriptions').where({ id: subscriptionId }).update({ status: 'disabled', disabled_at: tx.fn.now(3) });
+  // A delivery whose attempt is on the wire right now is left to that attempt's outcome: the
+  // receiver may be getting it, and a 2xx must be recorded as delivered, not beside a `failed`.
+  // Its next claim (if it needs one) finds the subscription disabled and fails it unsent.
   const cancelled = await tx('deliveries')
     .where({ subscription_id: subscriptionId, status: 'pending' })
+    .where((q) => q.whereNull('locked_until').orWhere('locked_until', '<=', tx.raw('clock_timestamp()')))
     .update({ status: 'failed', finished_at: tx.fn.now(3), next_attempt_at: null, failure_reason: 'subscription disabled' })
     .returning(['id', 'attempt_count']);
   return {
@@ -137,5 +150,7 @@ async function countPermanentFailure(
 export async function failDeliveryOfDisabledSubscription(db: DbOrTx, deliveryId: string): Promise<void> {
   await db('deliveries')
     .where({ id: deliveryId, status: 'pending' })
+    // Not while an attempt is on the wire (a duplicate job can run meanwhile): that attempt's outcome decides.
+    .where((q) => q.whereNull('locked_until').orWhere('locked_until', '<=', db.raw('clock_timestamp()')))
     .update({ status: 'failed', finished_at: db.fn.now(3), next_attempt_at: null, failure_reason: 'subscription disabled' });
 }

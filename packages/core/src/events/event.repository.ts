@@ -10,7 +10,11 @@ export interface StoredEvent {
   createdAt: Date;
 }
 
-/** Inserts an event with its body built once; call it inside the transaction that records the fact. */
+/**
+ * Inserts an event with its body built once; call it inside the transaction that records the fact.
+ * Its time is the database's clock, never the producer's: the sweep compares it with the
+ * database's clock, and a producer whose clock runs ahead would hide a lost fan-out from it.
+ */
 export async function insertEvent<T extends EventType>(
   tx: DbOrTx,
   accountId: string,
@@ -18,7 +22,9 @@ export async function insertEvent<T extends EventType>(
   data: EventDataByType[T],
 ): Promise<StoredEvent> {
   const id = newId('evt');
-  const createdAt = new Date();
+  // Milliseconds, as the column keeps them, so the body's timestamp and the row's are one instant.
+  const clock = await tx.raw(`SELECT date_trunc('milliseconds', clock_timestamp()) AS now`);
+  const createdAt = clock.rows[0].now as Date;
   const body = buildEventBody(type, createdAt, data);
   await tx('events').insert({ id, account_id: accountId, type, body, created_at: createdAt });
   return { id, accountId, type, body, createdAt };

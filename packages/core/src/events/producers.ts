@@ -1,6 +1,7 @@
 import type { Db, DbOrTx } from '../db/knex.js';
 import { NotFoundError } from '../errors.js';
 import type { Logger } from '../logger.js';
+import { enqueueAfterCommit } from '../queues/enqueue-after-commit.js';
 import { enqueueFanout, type Queues } from '../queues/queues.js';
 import { insertAiMonitorRun, type AiMonitorRun } from '../ai-monitor/ai-run.repository.js';
 import { parseEngineScores } from '../ai-monitor/engine-scores.js';
@@ -17,30 +18,9 @@ export interface ProducerDeps {
   logger?: Pick<Logger, 'warn'>;
 }
 
-/** A producer never waits longer than this on Redis: the event is committed and the sweep has it. */
-const ENQUEUE_TIMEOUT_MS = 2_000;
-
-/**
- * After commit, hand the event to the dispatcher. If Redis is away the event is already safe in
- * Postgres, and the dispatcher's sweep fans it out later, so this never fails the producer.
- */
-async function announce(deps: ProducerDeps, eventId: string): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    await Promise.race([
-      enqueueFanout(deps.queues, eventId),
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`Redis did not accept the job within ${ENQUEUE_TIMEOUT_MS} ms`)), ENQUEUE_TIMEOUT_MS);
-      }),
-    ]);
-  } catch (error) {
-    deps.logger?.warn('event enqueue failed; the dispatcher sweep will fan it out', {
-      eventId,
-      error: (error as Error).message,
-    });
-  } finally {
-    clearTimeout(timer);
-  }
+/** After commit, hand the event to the dispatcher; the sweep fans it out if Redis is away. */
+function announce(deps: ProducerDeps, eventId: string): Promise<void> {
+  return enqueueAfterCommit(() => enqueueFanout(deps.queues, eventId), deps.logger, 'event enqueue failed; the dispatcher sweep will fan it out', { eventId });
 }
 
 /**

@@ -10,6 +10,17 @@ const KEY_RANDOM_BYTES = 24;
 export const SCOPES = ['read:sites', 'read:scans', 'read:ai-monitor', 'read:webhooks', 'write:webhooks'] as const;
 export type Scope = (typeof SCOPES)[number];
 
+/** generateApiKey's output: the prefix, then exactly the base64url of KEY_RANDOM_BYTES (no padding). */
+const KEY_SHAPE = new RegExp(`^${KEY_PREFIX}[A-Za-z0-9_-]{${Math.ceil((KEY_RANDOM_BYTES * 4) / 3)}}$`);
+
+/**
+ * True when the token could be a key we issued (prefix, length, alphabet). Anything else is
+ * refused without hashing it or asking the database: no key can match it.
+ */
+export function isWellFormedApiKey(token: string): boolean {
+  return KEY_SHAPE.test(token);
+}
+
 /** A new full key; it is shown once and only its hash is stored. */
 export function generateApiKey(): string {
   return KEY_PREFIX + randomBytes(KEY_RANDOM_BYTES).toString('base64url');

@@ -113,10 +113,14 @@ export async function findActiveKeyByHash(db: DbOrTx, hash: string): Promise<Aut
   return { id: row.id, accountId: row.account_id, scopes: parseScopes(row.scopes), lastUsedAt: row.last_used_at };
 }
 
-/** Records that a key was used, at most once a minute per key whatever the number of processes. */
+/**
+ * Records that a key was used, at most once a minute per key whatever the number of processes.
+ * A revoked key's time is never moved: a request refused as revoked did not use it.
+ */
 export async function touchApiKey(db: DbOrTx, keyId: string): Promise<void> {
   await db('api_keys')
     .where({ id: keyId })
+    .whereNull('revoked_at')
     .where((q) => q.whereNull('last_used_at').orWhere('last_used_at', '<', db.raw(`now() - interval '1 minute'`)))
     .update({ last_used_at: db.fn.now(3) });
 }

@@ -69,14 +69,15 @@ export async function listSubscriptions(db: DbOrTx, accountId: string): Promise<
 
 /**
  * First step of a revocation: hides the subscription and stops every new attempt (a claim needs
- * an active subscription). NotFoundError for another account's id, an unknown id, or one
- * already being removed.
+ * an active subscription). One already being removed (a DELETE that failed half-way) is taken
+ * again, keeping its first deleting_at, so a retried DELETE can finish the job. NotFoundError
+ * for another account's id or an unknown id.
  */
 export async function markSubscriptionDeleting(db: DbOrTx, accountId: string, subscriptionId: string): Promise<void> {
   const [row] = await db('webhook_subscriptions')
     .where({ id: subscriptionId, account_id: accountId })
-    .whereIn('status', ['active', 'disabled'])
-    .update({ status: 'deleting', deleting_at: db.fn.now(3) })
+    .whereIn('status', ['active', 'disabled', 'deleting'])
+    .update({ status: 'deleting', deleting_at: db.raw('COALESCE(deleting_at, clock_timestamp())') })
     .returning('id');
   if (!row) throw new NotFoundError('No webhook subscription with this id exists in your account.');
 }

@@ -1,0 +1,69 @@
+import { Router } from 'express';
+import {
+  findSubscriptionDelivery,
+  listSubscriptionDeliveries,
+  redeliverSubscriptionDelivery,
+  type Db,
+  type Logger,
+  type Queues,
+} from '@svc/core';
+import { authOf, requireScope } from '../auth/authenticate.js';
+import { requireIdShape } from '../http/path-params.js';
+import { decodeDeliveryCursor, encodeDeliveryCursor } from './delivery-cursor.js';
+import { presentDelivery, presentDeliveryDetail } from './deliveries.presenter.js';
+import { parseDeliveryListQuery } from './deliveries.schemas.js';
+
+const NO_SUBSCRIPTION = 'No webhook subscription with this id exists in your account.';
+const NO_DELIVERY = 'No delivery with this id exists for this webhook subscription.';
+
+/** Issue 10: a subscription's delivery log, one delivery, and redelivery. */
+export function deliveriesRoutes(deps: { db: Db; queues: Pick<Queues, 'delivery'>; logger: Pick<Logger, 'warn'> }): Router {
+  const router = Router();
+  const subscriptionId = requireIdShape('subscriptionId', NO_SUBSCRIPTION);
+  const deliveryId = requireIdShape('deliveryId', NO_DELIVERY);
+
+  router.get('/webhooks/:subscriptionId/deliveries', requireScope('read:webhooks'), subscriptionId, async (req, res) => {
+    const query = parseDeliveryListQuery(req.query);
+    const page = await listSubscriptionDeliveries(deps.db, authOf(res).accountId, String(req.params.subscriptionId), {
+      limit: query.limit,
+      after: query.cursor === undefined ? undefined : decodeDeliveryCursor(query.cursor),
+      status: query.status,
+    });
+    res.json({
+      data: { deliveries: page.deliveries.map(presentDelivery), nextCursor: page.next ? encodeDeliveryCursor(page.next) : null },
+    });
+  });
+
+  router.get(
+    '/webhooks/:subscriptionId/deliveries/:deliveryId',
+    requireScope('read:webhooks'),
+    subscriptionId,
+    deliveryId,
+    async (req, res) => {
+      const delivery = await findSubscriptionDelivery(
+        deps.db,
+        authOf(res).accountId,
+        String(req.params.subscriptionId),
+        String(req.params.deliveryId),
+      );
+      res.json({ data: { delivery: presentDeliveryDetail(delivery) } });
+    },
+  );
+
+  router.post(
+    '/webhooks/:subscriptionId/deliveries/:deliveryId/redeliver',
+    requireScope('write:webhooks'),
+    subscriptionId,
+    deliveryId,
+    async (req, res) => {
+      const { delivery } = await redeliverSubscriptionDelivery(
+        deps,
+        authOf(res).accountId,
+        String(req.params.subscriptionId),
+        String(req.params.deliveryId),
+      );
+      res.status(202).json({ data: { delivery: presentDelivery(delivery) } });
+    },
+  );
+  return router;
+}
