@@ -240,7 +240,7 @@ describe('GET /api/v1/sites/{siteId}/scans (the score history)', () => {
 
     expect(res.status).toBe(400);
     expect(res.body.error.code).toBe('invalid_query');
-    expect(res.body.error.message).toMatch(new RegExp(`^The query parameter ${parameter} must be `));
+    expect(res.body.error.message).toMatch(new RegExp(`^${parameter} must be `));
   });
 
   it('ignores unknown query parameters', async () => {

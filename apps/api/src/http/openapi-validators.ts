@@ -93,7 +93,7 @@ export function validateQuery<T extends object>(operationId: string): (query: un
       const schema = parameter.schema;
       const value = Object.hasOwn(raw, parameter.name) ? raw[parameter.name] : undefined;
       if (value === undefined) {
-        if (parameter.required) throw new InvalidQueryError(parameter.name, `The query parameter ${parameter.name} is missing.`);
+        if (parameter.required) throw new InvalidQueryError(parameter.name, `${parameter.name} is missing.`);
         if (schema.default !== undefined) parsed[parameter.name] = schema.default;
         continue;
       }
@@ -102,7 +102,7 @@ export function validateQuery<T extends object>(operationId: string): (query: un
       const instantless = schema.format === 'date-time' && typeof candidate === 'string' && Number.isNaN(Date.parse(candidate));
       if (!validate(candidate) || instantless) {
         const rule = parameter['x-rule'] ?? `valid: ${validate.errors?.[0]?.message ?? 'see the API reference'}`;
-        throw new InvalidQueryError(parameter.name, `The query parameter ${parameter.name} must be ${rule}.`);
+        throw new InvalidQueryError(parameter.name, `${parameter.name} must be ${rule}.`);
       }
       parsed[parameter.name] = candidate;
     }

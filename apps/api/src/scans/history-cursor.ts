@@ -2,7 +2,7 @@ import { InvalidQueryError, type HistoryPosition } from '@svc/core';
 import { ID_SHAPE } from '../http/path-params.js';
 const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 
-const malformed = () => new InvalidQueryError('cursor', 'The query parameter cursor must be the nextCursor of a previous page, unchanged.');
+const malformed = () => new InvalidQueryError('cursor', 'cursor must be the nextCursor of a previous page, unchanged.');
 
 /** The opaque cursor of a history page: base64url of `[completedAtIso, id]` of the page's last scan. */
 export function encodeHistoryCursor(position: HistoryPosition): string {
