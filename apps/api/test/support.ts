@@ -1,5 +1,6 @@
 import type { Server } from 'node:http';
 import { connect, type AddressInfo, type Socket } from 'node:net';
+import { afterEach } from '@jest/globals';
 import type { Express } from 'express';
 import {
   createDb,
@@ -16,6 +17,18 @@ import {
 import { testConfig, waitFor } from '@svc/core/testing';
 import { ApiMetrics, createApp, KeyCache, UnknownKeyCache } from '../src/app.js';
 import { createApiServer } from '../src/http/server.js';
+import { contractChecked, drainContractViolations } from './openapi-contract.js';
+
+/**
+ * Contract tests: every response a test receives from a test API is checked against the OpenAPI
+ * document as it is sent (see contractChecked); a drifting one fails the test that got it here.
+ */
+afterEach(() => {
+  const violations = drainContractViolations();
+  if (violations.length > 0) {
+    throw new Error(`${violations.length} response(s) drift from the OpenAPI document:\n${violations.join('\n')}`);
+  }
+});
 
 export interface TestApi {
   app: Express;
@@ -91,7 +104,7 @@ function assemble(
   queues.fanout.on('error', () => undefined);
   queues.delivery.on('error', () => undefined);
   const logger = createLogger('error', { silent: true });
-  const app = createApp({ config, db, redis, queues, logger, ...caches, ...(shared?.metrics ? { metrics: shared.metrics } : {}) });
+  const app = contractChecked(createApp({ config, db, redis, queues, logger, ...caches, ...(shared?.metrics ? { metrics: shared.metrics } : {}) }));
   return {
     app,
     config,
