@@ -79,7 +79,7 @@ export class CliResources {
   /** The Redis connection of this run, opened on first use. */
   redis(): Redis {
     if (!this.openRedis) {
-      const redis = createRedis(this.config().redisUrl, 'fast-fail');
+      const redis = createRedis(this.config(), 'fast-fail');
       // A one-shot command has nothing to wait for: on the first connection error it stops
       // reconnecting, so a pending command fails at once (a producer then falls back on the
       // dispatcher's sweep, the event being already committed) instead of hanging.
