@@ -69,7 +69,7 @@ export const deliveries: OpenApiModule = {
       required: [...deliveryRequired, 'payload'],
       properties: {
         ...deliveryFields,
-        payload: { type: 'object', description: 'The event body exactly as sent (spec §2.5).' },
+        payload: { type: 'object', additionalProperties: true, description: 'The event body exactly as sent (spec §2.5): { event, timestamp, data }.' },
         attempts: { type: 'array', maxItems: 7, items: ref('schemas', 'DeliveryAttemptDetail') },
       },
     },

@@ -53,7 +53,7 @@ export const webhooks: OpenApiModule = {
         createdAt: ref('schemas', 'Timestamp'),
         lastDeliveryAt: { oneOf: [ref('schemas', 'Timestamp'), { type: 'null' }], description: 'null before the first delivery.' },
         failureCount: { type: 'integer', minimum: 0, description: 'Deliveries that exhausted all 7 attempts since the last success.' },
-        status: { type: 'string', enum: ['active', 'disabled', 'deleting'], description: '`disabled` after 100 failed deliveries (spec §3.2).' },
+        status: { type: 'string', enum: ['active', 'disabled'], description: '`disabled` after 100 failed deliveries (spec §3.2).' },
       },
     },
   },
