@@ -5,7 +5,7 @@ import type {
   Delivery,
   DeliveryDetail,
   DeliveryStatus,
-  EventType,
+  CreateWebhookRequest,
   ScanDetail,
   ScanHistoryEntry,
   SiteDetail,
@@ -87,7 +87,7 @@ export class SiteVisibilityClient {
      * Creates a subscription (spec §4.3). Store `secret` at once: it is never shown again.
      * Never retried after it may have reached the server. Scope write:webhooks.
      */
-    create: async (input: { url: string; events: Array<EventType | '*'> }, options: RequestOptions = {}): Promise<SubscriptionCreated> =>
+    create: async (input: CreateWebhookRequest, options: RequestOptions = {}): Promise<SubscriptionCreated> =>
       (await this.http.request<{ subscription: SubscriptionCreated }>('POST', '/webhooks', { ...options, body: input })).subscription,
     /** Every subscription, newest first, auto-disabled ones included (spec §4.4). Scope read:webhooks. */
     list: async (options: RequestOptions = {}): Promise<SubscriptionListing[]> =>
