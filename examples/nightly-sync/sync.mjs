@@ -21,7 +21,12 @@ const client = new SiteVisibilityClient({
   onRetry: ({ method, path, retry, delayMs, reason }) => console.error(`retry ${retry} of ${method} ${path} in ${delayMs} ms (${reason})`),
 });
 
-/** { [siteId]: completedAt of the newest scan already stored } */
+/**
+ * { [siteId]: { newest, recent } }: the newest completedAt already stored, and the ids stored
+ * within OVERLAP_MS of it. A scan's completedAt is stamped when its transaction starts, so one
+ * that commits a moment later can carry a slightly earlier time than one already fetched: each
+ * run asks again from OVERLAP_MS before the checkpoint and drops the ids it already has.
+ */
 async function loadCheckpoint() {
   try {
     return JSON.parse(await readFile(checkpointFile, 'utf8'));
@@ -37,20 +42,28 @@ async function saveCheckpoint(checkpoint) {
   await rename(`${checkpointFile}.tmp`, checkpointFile);
 }
 
+const OVERLAP_MS = 60_000;
 const checkpoint = await loadCheckpoint();
-let fetched = 0;
+let total = 0;
 const sites = await client.sites.list();
 for (const site of sites) {
-  const lines = [];
-  let newest = checkpoint[site.id];
-  for await (const scan of client.scans.history(site.id, { since: checkpoint[site.id] })) {
-    lines.push(JSON.stringify({ siteId: site.id, domain: site.domain, scanId: scan.id, score: scan.score, completedAt: scan.completedAt }));
-    if (!newest || scan.completedAt > newest) newest = scan.completedAt;
+  const previous = checkpoint[site.id] ?? { newest: null, recent: {} };
+  const since = previous.newest ? new Date(Date.parse(previous.newest) - OVERLAP_MS) : undefined;
+  const fetched = [];
+  for await (const scan of client.scans.history(site.id, { since })) {
+    if (!(scan.id in previous.recent)) fetched.push(scan);
   }
-  if (lines.length > 0) await appendFile(scoresFile, `${lines.join('\n')}\n`);
-  // The checkpoint moves only after the site's scans are safely stored.
-  if (newest) checkpoint[site.id] = newest;
-  await saveCheckpoint(checkpoint);
-  fetched += lines.length;
+  if (fetched.length > 0) {
+    const lines = fetched.map((scan) => JSON.stringify({ siteId: site.id, domain: site.domain, scanId: scan.id, score: scan.score, completedAt: scan.completedAt }));
+    await appendFile(scoresFile, `${lines.join('\n')}\n`);
+    // The checkpoint moves only after the site's scans are safely stored.
+    const seen = { ...previous.recent, ...Object.fromEntries(fetched.map((scan) => [scan.id, scan.completedAt])) };
+    const newest = Object.values(seen).reduce((max, at) => (at > max ? at : max));
+    const floor = Date.parse(newest) - OVERLAP_MS;
+    const recent = Object.fromEntries(Object.entries(seen).filter(([, at]) => Date.parse(at) >= floor));
+    checkpoint[site.id] = { newest, recent };
+    await saveCheckpoint(checkpoint);
+  }
+  total += fetched.length;
 }
-console.log(JSON.stringify({ sites: sites.length, newScans: fetched }));
+console.log(JSON.stringify({ sites: sites.length, newScans: total }));
