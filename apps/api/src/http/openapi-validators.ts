@@ -70,9 +70,9 @@ export function operationParameters(operationId: string): LocatedParameter[] {
   throw new Error(`no operation ${operationId} in the OpenAPI document`);
 }
 
-/** Turns a query string value into what its schema types: only plain decimal integers become numbers (no `1e2`, `0x10`, ` 7`). */
+/** Turns a query string value into what its schema types: only plain decimal integers become numbers (no `1e2`, `0x10`, ` 7`, `007`). */
 function coerce(raw: string, schema: Record<string, unknown>): unknown {
-  if ((schema.type === 'integer' || schema.type === 'number') && /^-?\d{1,15}$/.test(raw)) return Number(raw);
+  if ((schema.type === 'integer' || schema.type === 'number') && /^-?(0|[1-9]\d{0,14})$/.test(raw)) return Number(raw);
   return raw;
 }
 

@@ -1,4 +1,4 @@
-import { DELIVERY_PAGE_LIMIT_DEFAULT, DELIVERY_PAGE_LIMIT_MAX, deliveryListQuerySchema } from '../deliveries/deliveries.schemas.js';
+import { DELIVERY_CURSOR_MAX_LENGTH, DELIVERY_PAGE_LIMIT_DEFAULT, DELIVERY_PAGE_LIMIT_MAX, DELIVERY_STATUSES } from '../deliveries/deliveries.schemas.js';
 import { apiError, apiStandardResponses, apiSuccess, dataEnvelope, requiresScope } from './common.openapi.js';
 import { ref, type OpenApiModule } from './openapi-types.js';
 
@@ -22,8 +22,9 @@ const deliveryFields = {
 const deliveryRequired = ['id', 'eventId', 'event', 'status', 'createdAt', 'nextAttemptAt', 'redeliveryOf', 'attempts'];
 
 /**
- * Issue 10: a subscription's delivery log, one delivery, and redelivery. The query's rules are
- * deliveries.schemas.ts's own schema objects, so the document and the parser cannot disagree.
+ * Issue 10: a subscription's delivery log, one delivery, and redelivery. The route's query
+ * parser is compiled from these parameters (validateQuery), so they are the only statement of
+ * the rules.
  */
 export const deliveries: OpenApiModule = {
   tag: { name: 'Deliveries', description: 'The delivery log of a webhook subscription, and redelivery (issue 10).' },
@@ -33,19 +34,22 @@ export const deliveries: OpenApiModule = {
       name: 'limit',
       in: 'query',
       description: `The most deliveries in the page, 1 to ${DELIVERY_PAGE_LIMIT_MAX}, as plain digits; ${DELIVERY_PAGE_LIMIT_DEFAULT} when absent.`,
-      schema: deliveryListQuerySchema.properties.limit,
+      schema: { type: 'integer', minimum: 1, maximum: DELIVERY_PAGE_LIMIT_MAX, default: DELIVERY_PAGE_LIMIT_DEFAULT },
+      'x-rule': `a whole number from 1 to ${DELIVERY_PAGE_LIMIT_MAX} (default ${DELIVERY_PAGE_LIMIT_DEFAULT}), given once`,
     },
     DeliveryCursor: {
       name: 'cursor',
       in: 'query',
       description: 'The `nextCursor` of the previous page, unchanged; opaque.',
-      schema: deliveryListQuerySchema.properties.cursor,
+      schema: { type: 'string', minLength: 1, maxLength: DELIVERY_CURSOR_MAX_LENGTH, pattern: '^[A-Za-z0-9_-]+$' },
+      'x-rule': 'the nextCursor of a previous page, unchanged, given once',
     },
     DeliveryStatus: {
       name: 'status',
       in: 'query',
       description: 'Only deliveries in this state.',
-      schema: deliveryListQuerySchema.properties.status,
+      schema: { type: 'string', enum: [...DELIVERY_STATUSES] },
+      'x-rule': `one of ${DELIVERY_STATUSES.join(', ')}, given once`,
     },
   },
   schemas: {

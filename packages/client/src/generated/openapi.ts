@@ -716,7 +716,7 @@ export interface components {
         /** @description A delivery id. */
         DeliveryId: string;
         /** @description The most deliveries in the page, 1 to 100, as plain digits; 50 when absent. */
-        DeliveryLimit: string;
+        DeliveryLimit: number;
         /** @description The `nextCursor` of the previous page, unchanged; opaque. */
         DeliveryCursor: string;
         /** @description Only deliveries in this state. */
