@@ -1,5 +1,4 @@
 import type { Command } from 'commander';
-import { completeAiMonitorRun } from '@svc/core';
 import { parseScore, parseText } from '../options/option-parsers.js';
 import { addLeafCommand, type CommandKit } from './command-kit.js';
 
@@ -19,7 +18,8 @@ export function registerAiRunsCommands(program: Command, kit: CommandKit): void 
           .requiredOption('--score <n>', 'the run’s composite score', parseScore),
     },
     async ({ options, resources }) => {
-      const { run, eventId } = await completeAiMonitorRun(resources.producerDeps(), {
+      const { completeAiMonitorRun } = await resources.redisCommands();
+      const { run, eventId } = await completeAiMonitorRun(await resources.producerDeps(), {
         siteId: options.site,
         compositeScore: options.score,
       });

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { completeScan, markScanFailed, startScan } from '@svc/core';
+import { markScanFailed, startScan } from '@svc/core';
 import { isoDate } from '../output/command-result.js';
 import { parseScore, parseText } from '../options/option-parsers.js';
 import { addLeafCommand, type CommandKit } from './command-kit.js';
@@ -35,7 +35,8 @@ export function registerScansCommands(program: Command, kit: CommandKit): void {
         c.argument('<scanId>', 'the running scan', parseText).requiredOption('--score <n>', 'the scan’s score', parseScore),
     },
     async ({ args, options, resources }) => {
-      const { scan, eventId } = await completeScan(resources.producerDeps(), {
+      const { completeScan } = await resources.redisCommands();
+      const { scan, eventId } = await completeScan(await resources.producerDeps(), {
         scanId: args[0] as string,
         score: options.score,
       });
