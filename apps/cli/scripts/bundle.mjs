@@ -4,10 +4,10 @@
 // reading and compiling hundreds of small module files (knex and lodash alone are ~330) before
 // the command did anything. One bundled file per need compiles several times faster. Code
 // splitting keeps what only some commands need (ioredis and BullMQ, loaded by
-// cli-resources.ts through a dynamic import) in a chunk of its own. See docs/adr/0007.
+// cli-resources.ts through a dynamic import) in a chunk of its own. See docs/adr/0009.
 //
 //   node apps/cli/scripts/bundle.mjs        (run by `npm run build` after tsc)
-import { rmSync } from 'node:fs';
+import { readFile, rm } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 
@@ -23,7 +23,7 @@ const UNUSED_DRIVERS = ['mysql', 'mysql2', 'mariadb', 'mariadb/callback', 'sqlit
 // of queues.ts are used, winston where no logger is built). Our own core is written that way.
 const SIDE_EFFECT_FREE = /^(@svc\/core|bullmq|ioredis|winston)(\/|$)/;
 
-rmSync(OUT, { recursive: true, force: true });
+await rm(OUT, { recursive: true, force: true });
 await build({
   entryPoints: { svc: `${CLI}dist/src/main.js` },
   outdir: OUT,
@@ -41,6 +41,20 @@ await build({
   sourcemap: 'linked',
   logLevel: 'warning',
   plugins: [
+    {
+      // pg asks at load time whether it runs on Cloudflare Workers by touching the global
+      // Response, which makes Node 20 load its whole fetch implementation (undici): ~15% of a
+      // command's CPU. A CLI only ever runs on Node, so the bundle answers "no" directly.
+      name: 'pg-on-node-only',
+      setup(b) {
+        b.onLoad({ filter: /[\\/]node_modules[\\/]pg[\\/]lib[\\/]stream\.js$/ }, async (args) => {
+          const source = await readFile(args.path, 'utf8');
+          const probe = 'function isCloudflareRuntime() {';
+          if (!source.includes(probe)) return { warnings: [{ text: `pg/lib/stream.js no longer has ${probe} (bundle left as is)` }] };
+          return { contents: source.replace(probe, `${probe}\n  return false;`), loader: 'js' };
+        });
+      },
+    },
     {
       name: 'side-effect-free-packages',
       setup(b) {
