@@ -60,6 +60,7 @@ const FULL = {
   keysSmall: 6_000,
   keysHundred: 2_000,
   keysLarge: 4_000,
+  keysHistory: 4_000,
   largeSites: 10_000,
   tpAccounts: 50,
   throughputN: 5_000,
@@ -92,6 +93,7 @@ const QUICK = {
   keysSmall: 2_000,
   keysHundred: 500,
   keysLarge: 1_000,
+  keysHistory: 1_000,
   throughputN: 500,
   throughputWarmupN: 100,
   latencyDurationS: 5,
@@ -293,6 +295,7 @@ async function main() {
       detail: await responseSize(apiBase, `/api/v1/sites/${fx.small.sites[0]}`, key),
       list: await responseSize(apiBase, '/api/v1/sites', key),
       webhooks: await responseSize(apiBase, '/api/v1/webhooks', key),
+      history: await responseSize(apiBase, `/api/v1/sites/${fx.history.sites.s10k}/scans`, fx.history.keys[0]),
     };
     const basePort = await freePort();
     const baselineApi = spawnNode('baseline-api', join(BENCH, 'baseline-api.mjs'), {
@@ -316,6 +319,7 @@ async function main() {
       detail: await responseSize(baseBase, `/api/v1/sites/${fx.small.sites[0]}`, 'tok'),
       list: await responseSize(baseBase, '/api/v1/sites', 'tok'),
       webhooks: await responseSize(baseBase, '/api/v1/webhooks', 'tok'),
+      history: await responseSize(baseBase, `/api/v1/sites/${fx.history.sites.s10k}/scans`, 'tok'),
     };
     log(`api: response bytes service ${JSON.stringify(sizes)}, baseline ${JSON.stringify(baseSizes)}`);
     const { targets, pools } = apiTargets(fx, apiBase, baseBase, { api: api.pid, baseline: baselineApi.pid });
@@ -493,6 +497,7 @@ function buildReport(results, machine, mode) {
     });
     pair('list', 'GET /api/v1/sites');
     pair('webhooks', 'GET /api/v1/webhooks');
+    pair('history', 'GET /api/v1/sites/{id}/scans, pages of 100 of 10,000 scans', { rps: { target: '≥ 0.80× baseline', met: atLeast(0.8) } });
     for (const [key, list] of Object.entries(a)) {
       for (const m of list) {
         if (m.non2xx || m.errors) {
@@ -506,7 +511,7 @@ function buildReport(results, machine, mode) {
       for (const m of list) for (const [k, v] of Object.entries(m.cpuMsPerRequest ?? {})) sum[k] = (sum[k] ?? 0) + v / list.length;
       return Object.entries(sum).sort((x, y) => y[1] - x[1]).map(([k, v]) => `${k} ${v.toFixed(2)}`).join(', ');
     };
-    for (const id of ['detail', 'list', 'webhooks']) {
+    for (const id of ['detail', 'list', 'webhooks', 'history']) {
       if (runsOf(`${id}:svc`).length && runsOf(`${id}:svc`)[0].cpuMsPerRequest) {
         notes.push(`Case 1, ${id}: CPU ms per request (mean over runs; "server" is the API or the baseline process, "loadgen" is autocannon; postgres and redis count every backend on the machine) — service: ${cpuLine(runsOf(`${id}:svc`))}; baseline: ${cpuLine(runsOf(`${id}:base`))}.`);
       }
@@ -514,7 +519,7 @@ function buildReport(results, machine, mode) {
     const hot = Object.entries(results.apiHotKeys).filter(([, n]) => n > 0);
     if (hot.length) notes.push(`Warning: keys were reused within 61 s (${JSON.stringify(Object.fromEntries(hot))}); a 429 would show as non-2xx above.`);
     notes.push(
-      `Case 1: autocannon, ${P.connections} connections, ${P.apiDurationS} s per measurement after a ${P.apiWarmupS} s warm-up; every key serves at most 55 requests per minute (keys: ${P.keysSmall} + ${P.keysHundred} + ${P.keysLarge}), so the 60/min limit (default RATE_LIMIT_PER_MINUTE) never triggers. Response bytes, service vs baseline: ${JSON.stringify(results.apiSizes.service)} vs ${JSON.stringify(results.apiSizes.baseline)}.`,
+      `Case 1: autocannon, ${P.connections} connections, ${P.apiDurationS} s per measurement after a ${P.apiWarmupS} s warm-up; every key serves at most 55 requests per minute (keys: ${P.keysSmall} + ${P.keysHundred} + ${P.keysLarge} + ${P.keysHistory}), so the 60/min limit (default RATE_LIMIT_PER_MINUTE) never triggers. Response bytes, service vs baseline: ${JSON.stringify(results.apiSizes.service)} vs ${JSON.stringify(results.apiSizes.baseline)}.`,
     );
     // Case 1b (issue 8).
     if (results.apiFlood?.length) {
@@ -540,6 +545,7 @@ function buildReport(results, machine, mode) {
     growth('GET /api/v1/sites/{id}, 10,000 sites (baseline: 10 sites)', 'detail', 'detail-10k');
     growth('GET /api/v1/sites, 10,000 sites (baseline: 10 sites)', 'list', 'list-10k');
     growth('GET /api/v1/sites, 10,000 sites (baseline: 100 sites, same payload)', 'list-100', 'list-10k', 'info');
+    growth('GET /api/v1/sites/{id}/scans, pages of 100 of 100,000 scans (baseline: 100 scans)', 'history-100', 'history-100k');
   }
 
   if (results.throughput.length) {

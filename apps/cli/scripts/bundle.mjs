@@ -4,7 +4,7 @@
 // reading and compiling hundreds of small module files (knex and lodash alone are ~330) before
 // the command did anything. One bundled file per need compiles several times faster. Code
 // splitting keeps what only some commands need (ioredis and BullMQ, loaded by
-// cli-resources.ts through a dynamic import) in a chunk of its own. See docs/adr/0009.
+// cli-resources.ts through a dynamic import) in a chunk of its own. See docs/adr/0010.
 //
 //   node apps/cli/scripts/bundle.mjs        (run by `npm run build` after tsc)
 import { readFile, rm } from 'node:fs/promises';

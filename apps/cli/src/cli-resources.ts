@@ -67,7 +67,7 @@ export class CliResources {
   /** The Redis connection of this run, opened on first use. */
   async redis(): Promise<Redis> {
     const connections = await this.redisCommands();
-    this.openRedis ??= connections.openRedis(this.config().redisUrl);
+    this.openRedis ??= connections.openRedis(this.config());
     return this.openRedis;
   }
 
@@ -78,7 +78,7 @@ export class CliResources {
   private async lazyQueues(): Promise<Pick<Queues, 'fanout' | 'delivery'>> {
     const connections = await this.redisCommands();
     const openQueues = () => {
-      this.openRedis ??= connections.openRedis(this.config().redisUrl);
+      this.openRedis ??= connections.openRedis(this.config());
       this.openQueues ??= connections.openQueues(this.openRedis, this.config().queuePrefix);
       return this.openQueues;
     };

@@ -1,4 +1,4 @@
-import { createQueues, createRedis, type Queues, type Redis } from '@svc/core';
+import { createQueues, createRedis, type Queues, type Redis, type RedisTarget } from '@svc/core';
 
 /**
  * Everything of core that reaches Redis, in a module of its own that CliResources loads with a
@@ -8,8 +8,9 @@ import { createQueues, createRedis, type Queues, type Redis } from '@svc/core';
  */
 export { completeAiMonitorRun, completeScan, deployPowerUp, redeliverAnyDelivery, revokeApiKeyEverywhere } from '@svc/core';
 
-export function openRedis(redisUrl: string): Redis {
-  const redis = createRedis(redisUrl, 'fast-fail');
+/** The run's Redis connection (a URL, or Sentinel when configured). */
+export function openRedis(target: RedisTarget): Redis {
+  const redis = createRedis(target, 'fast-fail');
   // A one-shot command has nothing to wait for: on the first connection error it stops
   // reconnecting, so a pending command fails at once (a producer then falls back on the
   // dispatcher's sweep, the event being already committed) instead of hanging.

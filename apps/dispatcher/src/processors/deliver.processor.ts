@@ -16,6 +16,7 @@ import {
   type RecordResult,
 } from '@svc/core';
 import type { WebhookClient } from '../http/webhook-client.js';
+import type { DispatcherMetrics } from '../metrics/dispatcher-metrics.js';
 import type { SubscriptionSlots } from './subscription-slots.js';
 
 /** How long to put back a job whose subscription has no free slot in this process. */
@@ -29,6 +30,7 @@ export interface DeliverDeps {
   logger: Logger;
   webhookTimeoutMs: number;
   retryDelaysMs: readonly number[];
+  metrics: Pick<DispatcherMetrics, 'attemptFinished'>;
 }
 
 function isDeliveryJob(data: unknown): data is DeliveryJob {
@@ -103,6 +105,7 @@ export function createDeliverProcessor(deps: DeliverDeps) {
       }
       const outcome = await deps.client.send(claim.attempt);
       const result = await recordOrDegrade(deps, claim.attempt, outcome);
+      deps.metrics.attemptFinished(outcome, result, claim.attempt.lateMs);
       deps.logger.info(outcome.ok ? 'delivery attempt succeeded' : 'delivery attempt failed', {
         deliveryId,
         subscriptionId,

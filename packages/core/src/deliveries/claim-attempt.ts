@@ -11,6 +11,8 @@ export interface ClaimedAttempt {
   url: string;
   secret: string;
   attempt: number;
+  /** How long after its due time (next_attempt_at) the attempt was claimed: the lateness metric. */
+  lateMs: number;
 }
 
 /** Why an attempt was not claimed, so the processor can do the one right thing. */
@@ -59,6 +61,7 @@ export async function claimAttempt(db: Db, deliveryId: string, attempt: number, 
      SELECT d.id, d.subscription_id, d.event_id, d.status, d.attempt_count,
             GREATEST(0, EXTRACT(EPOCH FROM (d.next_attempt_at - clock_timestamp())) * 1000)::float8 AS due_in_ms,
             GREATEST(0, EXTRACT(EPOCH FROM (d.locked_until - clock_timestamp())) * 1000)::float8 AS locked_for_ms,
+            GREATEST(0, EXTRACT(EPOCH FROM (clock_timestamp() - d.next_attempt_at)) * 1000)::float8 AS late_ms,
             sub.status AS sub_status, sub.url, sub.secret, e.type, e.body,
             (SELECT count(*) FROM claimed)::int AS claimed,
             (SELECT count(*) FROM abandoned)::int AS abandoned
@@ -88,6 +91,7 @@ export async function claimAttempt(db: Db, deliveryId: string, attempt: number, 
         url: row.url,
         secret: row.secret,
         attempt,
+        lateMs: row.late_ms ?? 0,
       },
     };
   }

@@ -4,6 +4,8 @@ import type { Logger } from '../logger.js';
 import { enqueueAfterCommit } from '../queues/enqueue-after-commit.js';
 import { enqueueFanout, type Queues } from '../queues/queues.js';
 import { insertAiMonitorRun, type AiMonitorRun } from '../ai-monitor/ai-run.repository.js';
+import { parseEngineScores } from '../ai-monitor/engine-scores.js';
+import { parseScanCategories } from '../scans/scan-inputs.js';
 import { assertPowerUpId, insertPowerUpDeployment, type PowerUpDeployment } from '../power-ups/deployment.repository.js';
 import { assertScore, markScanCompleted, type Scan } from '../scans/scan.repository.js';
 import { findSiteById, type SiteSummary } from '../sites/site.repository.js';
@@ -37,26 +39,37 @@ async function requireSite(tx: DbOrTx, siteId: string): Promise<SiteSummary & { 
   return site;
 }
 
-/** Records a completed scan and its `scan.completed` event in one transaction, then enqueues it. */
-export async function completeScan(deps: ProducerDeps, input: { scanId: string; score: number }): Promise<{ scan: Scan; eventId: string }> {
+/**
+ * Records a completed scan, with its optional per-category breakdown, and its `scan.completed`
+ * event in one transaction, then enqueues it. The event's data stays as spec §6.1 has it.
+ */
+export async function completeScan(
+  deps: ProducerDeps,
+  input: { scanId: string; score: number; categories?: unknown },
+): Promise<{ scan: Scan; eventId: string }> {
   const score = assertScore(input.score);
+  const categories = parseScanCategories(input.categories);
   return produce(deps, async (tx) => {
-    const scan = await markScanCompleted(tx, input.scanId, score);
+    const scan = await markScanCompleted(tx, input.scanId, score, categories);
     const site = await requireSite(tx, scan.siteId);
     const event = await insertEvent(tx, site.accountId, 'scan.completed', { scanId: scan.id, siteId: site.id, domain: site.domain, score });
     return { scan, eventId: event.id };
   });
 }
 
-/** Records a completed AI Monitor run and its `ai_check.completed` event, then enqueues it. */
+/**
+ * Records a completed AI Monitor run, with its optional per-engine breakdown, and its
+ * `ai_check.completed` event, then enqueues it. The event's data stays as spec §6.1 has it.
+ */
 export async function completeAiMonitorRun(
   deps: ProducerDeps,
-  input: { siteId: string; compositeScore: number },
+  input: { siteId: string; compositeScore: number; engines?: unknown },
 ): Promise<{ run: AiMonitorRun; eventId: string }> {
   const compositeScore = assertScore(input.compositeScore, 'compositeScore');
+  const engines = parseEngineScores(input.engines);
   return produce(deps, async (tx) => {
     const site = await requireSite(tx, input.siteId);
-    const run = await insertAiMonitorRun(tx, site.id, compositeScore);
+    const run = await insertAiMonitorRun(tx, site.id, compositeScore, engines);
     const event = await insertEvent(tx, site.accountId, 'ai_check.completed', { runId: run.id, siteId: site.id, domain: site.domain, compositeScore });
     return { run, eventId: event.id };
   });
