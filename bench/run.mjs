@@ -3,7 +3,7 @@
 // config) against plain baselines measured in the same run on the same machine, and prints the
 // ratios. See docs/benchmarks.md.
 //
-//   node bench/run.mjs [--quick] [--only=api,throughput,latency,retry,fanout,memory] [--runs=N] [--cpu-prof]
+//   node bench/run.mjs [--quick] [--only=api,throughput,latency,retry,fanout,memory,cli] [--runs=N] [--cpu-prof]
 //
 // Everything stays on loopback, in the database svc_bench and under a Redis prefix unique to the
 // run (deleted at the end). Every wait is bounded; a watchdog ends the run if it overstays.
@@ -13,9 +13,10 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { createDb, createQueues, createRedis } from '@svc/core';
+import { createAccount, createDb, createQueues, createRedis, createSite } from '@svc/core';
 import { apiTargets, floodRun, responseSize, runApiCases } from './cases/api.mjs';
 import { fanoutRun, latencyRun, Publisher, retryRun, throughputRun } from './cases/dispatcher.mjs';
+import { cliRun } from './cases/cli.mjs';
 import { memoryRun } from './cases/memory.mjs';
 import { resetDatabase, seed } from './lib/fixtures.mjs';
 import { forkHelper, killAllChildren, readMemory, spawnNode, stopChild, tail, waitHttpOk } from './lib/procs.mjs';
@@ -26,7 +27,7 @@ import { summarizeProfile } from './profile-summary.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const BENCH = fileURLToPath(new URL('.', import.meta.url));
-const ALL_CASES = ['api', 'throughput', 'latency', 'retry', 'fanout', 'memory'];
+const ALL_CASES = ['api', 'throughput', 'latency', 'retry', 'fanout', 'memory', 'cli'];
 
 // ---------------------------------------------------------------------------------------------
 // Parameters
@@ -75,12 +76,14 @@ const FULL = {
   retryLeadMs: 3_000,
   fanoutSubs: 1_000,
   memoryPending: 100_000,
+  // Case 8: `svc` commands (and a bare node) run one after the other, this many times each.
+  cliSamples: 15,
   // New runs start only while they fit before budgetMs (each case keeps at least one run);
   // the watchdog is the hard stop.
   budgetMs: 14 * 60_000,
   watchdogMs: 15 * 60_000,
   // One run of each later case, reserved when deciding whether another run fits.
-  reserveMs: { throughput: 90_000, latency: 80_000, retry: 25_000, fanout: 20_000, memory: 30_000 },
+  reserveMs: { throughput: 90_000, latency: 80_000, retry: 25_000, fanout: 20_000, memory: 30_000, cli: 30_000 },
 };
 const QUICK = {
   ...FULL,
@@ -100,9 +103,10 @@ const QUICK = {
   retryLeadMs: 2_000,
   fanoutSubs: 100,
   memoryPending: 5_000,
+  cliSamples: 3,
   budgetMs: 3 * 60_000,
   watchdogMs: 4 * 60_000,
-  reserveMs: { throughput: 15_000, latency: 15_000, retry: 5_000, fanout: 3_000, memory: 3_000 },
+  reserveMs: { throughput: 15_000, latency: 15_000, retry: 5_000, fanout: 3_000, memory: 3_000, cli: 5_000 },
 };
 const P = { ...(quick ? QUICK : FULL) };
 if (option('runs')) P.runs = Math.max(1, Number(option('runs')));
@@ -258,7 +262,7 @@ async function main() {
   await startDispatcher();
   log(`api (pid ${api.pid}, port ${apiPort}) ready; dispatcher (pid ${dispatcher.pid}) ready`);
 
-  const results = { api: null, retry: [], throughput: [], latency: [], latencyLow: [], fanout: [], memory: [], rss: {}, budget: [] };
+  const results = { api: null, retry: [], throughput: [], latency: [], latencyLow: [], fanout: [], memory: [], cli: null, rss: {}, budget: [] };
 
   // Runs of a case: P.runs of them, or fewer when the next would not fit in the time budget
   // together with one run of every case still to come.
@@ -405,6 +409,15 @@ async function main() {
       log(`  memory run ${r + 1}/${P.runs}: ${m.bytesPerPending.toFixed(0)} B per pending delayed delivery (INFO), ${m.keyBytesPerPending.toFixed(0)} B (MEMORY USAGE of the keys)${m.valid ? '' : ` INVALID ${JSON.stringify(m)}`}`);
       return m;
     });
+  }
+
+  // Case 8.
+  if (only.includes('cli')) {
+    const cliAccount = await createAccount(db, { name: 'bench cli' });
+    const cliSite = await createSite(db, cliAccount.id, { domain: 'cli.example.com' });
+    results.cli = cliRun({ root: ROOT, env: serviceEnv(), siteId: cliSite.id, samples: P.cliSamples });
+    const med = (v) => [...v].sort((x, y) => x - y)[Math.floor(v.length / 2)].toFixed(3);
+    log(`  cli: CPU s per process (median of ${P.cliSamples}): node -e 0 ${med(results.cli.node)}, svc accounts create ${med(results.cli.dbCommand)}, svc power-ups deploy ${med(results.cli.redisCommand)}, unbundled entry ${med(results.cli.unbundled)}`);
   }
 
   results.rss.api = readMemory(api.pid);
@@ -589,6 +602,15 @@ function buildReport(results, machine, mode) {
       invalid = true;
       notes.push(`INVALID fan-out run: ${JSON.stringify(m.recorded)}`);
     }
+  }
+
+  if (results.cli) {
+    const c = results.cli;
+    const vs = (list) => list.map((v, i) => v / c.node[i]);
+    rows.push({ case: '8', figure: 'one `svc` command, CPU s (accounts create: Postgres only; baseline: node -e 0)', unit: 's', format: 's', svc: c.dbCommand, baseline: c.node, ratio: vs(c.dbCommand), target: '≤ 0.15 s', met: ({ svc }) => svc.median <= 0.15 });
+    rows.push({ case: '8', figure: 'one `svc` command, CPU s (power-ups deploy: Postgres and a Redis job)', unit: 's', format: 's', svc: c.redisCommand, baseline: c.node, ratio: vs(c.redisCommand), target: '≤ 0.15 s', met: ({ svc }) => svc.median <= 0.15 });
+    rows.push({ case: '8', figure: 'accounts create through the unbundled entry (what bin/svc.js ran before the bundle)', unit: 's', format: 's', svc: c.unbundled, baseline: c.node, ratio: vs(c.unbundled), target: 'info' });
+    notes.push(`Case 8: each command run ${P.cliSamples} times, interleaved with a bare \`node -e 0\`; CPU = user + system time of the child (from /proc, 10 ms ticks), start-up included. Figures in seconds; min/max are over the samples.`);
   }
 
   if (results.memory.length) {

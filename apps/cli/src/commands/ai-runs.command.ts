@@ -1,5 +1,4 @@
 import type { Command } from 'commander';
-import { completeAiMonitorRun } from '@svc/core';
 import { collectNamedScore, parseScore, parseText } from '../options/option-parsers.js';
 import { addLeafCommand, type CommandKit } from './command-kit.js';
 
@@ -20,7 +19,8 @@ export function registerAiRunsCommands(program: Command, kit: CommandKit): void 
           .option('--engine <id=score>', 'an engine’s score; repeat for each engine (at most 20)', collectNamedScore),
     },
     async ({ options, resources }) => {
-      const { run, eventId } = await completeAiMonitorRun(resources.producerDeps(), {
+      const { completeAiMonitorRun } = await resources.redisCommands();
+      const { run, eventId } = await completeAiMonitorRun(await resources.producerDeps(), {
         siteId: options.site,
         compositeScore: options.score,
         engines: (options.engine ?? []).map((entry) => ({ engine: entry.name, score: entry.score })),
