@@ -68,18 +68,31 @@ describe('the client library on the delivery log', () => {
     const detail = await client.deliveries.get(sub.id, failed!.id);
     h.receiver.answerWith(path, 200);
     const redelivery = await client.deliveries.redeliver(sub.id, failed!.id);
-    const refused = await client.deliveries.redeliver(sub.id, failed!.id).catch((error: unknown) => error);
     await waitFor(async () => (await client.deliveries.get(sub.id, redelivery.id)).status === 'delivered', 20_000, 'the redelivery delivered');
 
     expect(failedOnes.map((d) => d.id)).toEqual([failed!.id]);
     expect(detail.attempts.map((a) => [a.n, a.statusCode])).toEqual([1, 2, 3, 4, 5, 6, 7].map((n) => [n, 500]));
     expect(detail.payload).toEqual(JSON.parse(h.receiver.to(path)[0]!.body.toString('utf8')));
     expect(redelivery).toMatchObject({ status: 'pending', redeliveryOf: failed!.id, eventId: failed!.eventId });
-    expect(refused).toBeInstanceOf(SiteVisibilityError);
-    expect(refused).toMatchObject({ code: 'delivery_pending', status: 409 });
     const received = h.receiver.to(path);
     expect(received.at(-1)!.headers['x-service-delivery-id']).toBe(redelivery.id);
     expect(received.at(-1)!.body.equals(received[0]!.body)).toBe(true);
+  });
+
+  it('reports a redelivery of a delivery still pending as delivery_pending, and stores nothing', async () => {
+    const { tenant, client } = await customer();
+    const path = `/hang/${uniqueTag()}`;
+    const sub = await createSubscription(h.db, tenant.accountId, { url: h.receiver.url(path), events: ['ai_check.completed'] });
+    await fire(tenant.site.id);
+    // Attempt 1 is on the wire and the receiver never answers: the delivery stays pending.
+    await waitFor(() => h.receiver.to(path).length === 1, 15_000, 'attempt 1 on the wire');
+    const [pending] = (await client.deliveries.listPage(sub.id)).items;
+
+    const refused = await client.deliveries.redeliver(sub.id, pending!.id).catch((error: unknown) => error);
+
+    expect(refused).toBeInstanceOf(SiteVisibilityError);
+    expect(refused).toMatchObject({ code: 'delivery_pending', status: 409 });
+    expect((await client.deliveries.listPage(sub.id)).items.map((d) => d.id)).toEqual([pending!.id]);
   });
 
   it('reports another account’s subscription as not_found and a bad status filter as invalid_query', async () => {
