@@ -101,7 +101,7 @@ describe('the client library verifying real deliveries of a real dispatcher', ()
     expect(settled).toBe(true);
   });
 
-  it('answers a replayed delivery 204 without passing it on twice, and refuses a tampered one with 400', async () => {
+  it('answers a replayed delivery 204 without passing it on twice, and refuses a tampered or timestamp-stripped one with 400', async () => {
     const { tenant, path, sub } = await subscribe('replay', ['power_up.deployed']);
     await deployPowerUp({ db: h.db, queues: h.queues }, { siteId: tenant.site.id, powerUpId: 'pu_schema' });
     await waitFor(() => seenBy(path).events.length >= 1, 15_000, 'the first delivery');
@@ -112,9 +112,15 @@ describe('the client library verifying real deliveries of a real dispatcher', ()
 
     const replay = await fetchInsecure(`https://127.0.0.1:${port}${path}`, original!.body, headers);
     const tampered = await fetchInsecure(`https://127.0.0.1:${port}${path}`, Buffer.from(original!.body.toString().replace('pu_schema', 'pu_other')), headers);
+    const stripped = await fetchInsecure(
+      `https://127.0.0.1:${port}${path}`,
+      original!.body,
+      Object.fromEntries(Object.entries(headers).filter(([name]) => !name.startsWith('webhook-'))),
+    );
 
     expect(replay).toBe(204);
     expect(tampered).toBe(400);
+    expect(stripped).toBe(400); // a capture without its timestamp headers could be replayed forever
     expect(seenBy(path).events).toHaveLength(1);
     expect(verifyWebhookDelivery(original!.body, original!.headers, sub.secret).event.event).toBe('power_up.deployed');
     // The same capture, replayed after the tolerance, is refused on its timestamp.

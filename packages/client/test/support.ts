@@ -1,10 +1,18 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { afterEach } from '@jest/globals';
 import { createApp } from '@svc/api';
+import { contractChecked, drainContractViolations } from '@svc/api/test-support';
 import { createDb, createLogger, createQueues, createRedis, type Config, type Db, type Queues, type Redis } from '@svc/core';
 import { testConfig } from '@svc/core/testing';
 
-/** The real API (real Postgres and Redis) listening on a loopback port, as customers reach it. */
+// Every response the client's tests receive is held against the OpenAPI document too (issue 9 §3).
+afterEach(() => {
+  const violations = drainContractViolations();
+  if (violations.length > 0) throw new Error(`${violations.length} response(s) drift from the OpenAPI document:\n${violations.join('\n')}`);
+});
+
+/** The real API (real Postgres and Redis) listening on a loopback port, as customers reach it, its answers contract-checked. */
 export interface ListeningApi {
   baseUrl: string;
   config: Config;
@@ -21,7 +29,7 @@ export async function startApi(overrides: Record<string, string> = {}): Promise<
   redis.on('error', () => undefined);
   const queueRedis = createRedis(config.redisUrl, 'bullmq');
   const queues = createQueues(queueRedis, config.queuePrefix);
-  const app = createApp({ config, db, redis, queues, logger: createLogger('error', { silent: true }) });
+  const app = contractChecked(createApp({ config, db, redis, queues, logger: createLogger('error', { silent: true }) }));
   const server = createServer(app);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;

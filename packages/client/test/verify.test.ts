@@ -44,7 +44,7 @@ describe('verifyWebhook', () => {
 
   it('agrees with the dispatcher’s own signing for bodies of every kind of byte', () => {
     const body = JSON.stringify({ event: 'power_up.deployed', timestamp: new Date().toISOString(), data: { deploymentId: 'dep_é✓😀', siteId: 's', powerUpId: 'p\u0000' } });
-    const delivery = verifyWebhookDelivery(Buffer.from(body), { 'x-service-signature': signBody(body, SECRET), 'x-service-delivery-id': 'dlv_1' }, SECRET);
+    const delivery = verifyWebhookDelivery(Buffer.from(body), { 'x-service-signature': signBody(body, SECRET), 'x-service-delivery-id': 'dlv_1' }, SECRET, { requireTimestamp: false });
     expect(delivery).toEqual({ deliveryId: 'dlv_1', event: JSON.parse(body) });
   });
 
@@ -77,10 +77,10 @@ describe('verifyWebhook', () => {
     expect(reasonOf(() => verifyWebhook(BODY, headers({ 'webhook-timestamp': '17954064OO' }), SECRET, { now: at(SENT_AT) }))).toBe('invalid_timestamp');
   });
 
-  it('verifies a v1-only delivery unless a timestamp is required', () => {
-    const v1Only = { 'x-service-signature': V1, 'x-service-delivery-id': 'msg_1' };
-    expect(reasonOf(() => verifyWebhook(BODY, v1Only, SECRET))).toBe('verified');
-    expect(reasonOf(() => verifyWebhook(BODY, v1Only, SECRET, { requireTimestamp: true }))).toBe('missing_timestamp');
+  it('refuses a capture stripped of its Standard Webhooks headers (a replay), unless told the sender has none', () => {
+    const stripped = { 'x-service-signature': V1, 'x-service-delivery-id': 'msg_1' };
+    expect(reasonOf(() => verifyWebhook(BODY, stripped, SECRET))).toBe('missing_timestamp');
+    expect(reasonOf(() => verifyWebhook(BODY, stripped, SECRET, { requireTimestamp: false }))).toBe('verified');
   });
 
   it('refuses a webhook-id that differs from X-Service-Delivery-Id', () => {
@@ -89,13 +89,13 @@ describe('verifyWebhook', () => {
 
   it('passes an event type it does not know through as such', () => {
     const body = JSON.stringify({ event: 'site.renamed', timestamp: '2027-01-01T00:00:00.000Z', data: { siteId: 's' } });
-    const event = verifyWebhook(body, { 'x-service-signature': signBody(body, SECRET) }, SECRET);
+    const event = verifyWebhook(body, { 'x-service-signature': signBody(body, SECRET) }, SECRET, { requireTimestamp: false });
     expect(event).toEqual({ event: 'site.renamed', timestamp: '2027-01-01T00:00:00.000Z', data: { siteId: 's' } });
   });
 
   it('refuses a signed body that is not an event envelope, and parsed JSON instead of raw bytes', () => {
     const body = '[1,2]';
-    expect(reasonOf(() => verifyWebhook(body, { 'x-service-signature': signBody(body, SECRET) }, SECRET))).toBe('invalid_body');
+    expect(reasonOf(() => verifyWebhook(body, { 'x-service-signature': signBody(body, SECRET) }, SECRET, { requireTimestamp: false }))).toBe('invalid_body');
     expect(reasonOf(() => verifyWebhook(JSON.parse(BODY) as never, headers(), SECRET))).toBe('invalid_body');
   });
 });

@@ -11,7 +11,12 @@ export interface VerifyOptions {
    * Default 300, as the Standard Webhooks libraries.
    */
   toleranceSeconds?: number;
-  /** Refuse deliveries without the Standard Webhooks timestamp headers. Default false. */
+  /**
+   * Refuse deliveries without the Standard Webhooks headers (`webhook-id`, `webhook-timestamp`,
+   * `webhook-signature`). Default true: every attempt the service sends carries them, and the v1
+   * `X-Service-Signature` alone covers no time, so a captured delivery stripped of them could be
+   * replayed forever. Set false only for a sender that predates them.
+   */
   requireTimestamp?: boolean;
   /** The clock, for tests. */
   now?: () => Date;
@@ -45,9 +50,10 @@ function toBuffer(rawBody: string | Uint8Array): Buffer {
 
 /**
  * Verifies a delivery and returns its event. Checks `X-Service-Signature` (HMAC-SHA256 of the
- * raw bytes keyed with the secret as returned, spec §6.2) in constant time, and, when present,
- * the Standard Webhooks headers (`webhook-id`, `webhook-timestamp`, `webhook-signature`) with the
- * timestamp's tolerance. Throws WebhookVerificationError with a reason otherwise.
+ * raw bytes keyed with the secret as returned, spec §6.2) in constant time, and the Standard
+ * Webhooks headers (`webhook-id`, `webhook-timestamp`, `webhook-signature`) with the timestamp's
+ * tolerance; without them the delivery is refused unless `requireTimestamp: false`. Throws
+ * WebhookVerificationError with a reason otherwise.
  */
 export function verifyWebhookDelivery(rawBody: string | Uint8Array, headers: HeaderSource, secret: string, options: VerifyOptions = {}): VerifiedDelivery {
   if (typeof secret !== 'string' || secret.length === 0) throw new TypeError('secret is required');
@@ -65,7 +71,7 @@ export function verifyWebhookDelivery(rawBody: string | Uint8Array, headers: Hea
   const timestamp = header(headers, 'webhook-timestamp');
   const signatures = header(headers, 'webhook-signature');
   if (timestamp === undefined || signatures === undefined || id === undefined) {
-    if (options.requireTimestamp) throw new WebhookVerificationError('missing_timestamp', 'no Standard Webhooks headers (webhook-id, webhook-timestamp, webhook-signature)');
+    if (options.requireTimestamp ?? true) throw new WebhookVerificationError('missing_timestamp', 'no Standard Webhooks headers (webhook-id, webhook-timestamp, webhook-signature)');
   } else {
     verifyStandard(body, secret, { id, timestamp, signatures }, options);
     if (deliveryId !== null && deliveryId !== id) throw new WebhookVerificationError('id_mismatch', 'webhook-id differs from X-Service-Delivery-Id');
