@@ -30,7 +30,8 @@ export function createRedis(target: RedisTarget | string, role: 'bullmq' | 'fast
  * master that dies drops its connections, so they reconnect to whichever node the sentinels
  * promote; a master demoted while alive answers writes with READONLY, which reconnects too.
  * (ioredis' failoverDetector is not used: its sentinel subscriptions outlive quit() and would
- * keep a one-shot CLI process from exiting.) Credentials and database number come from REDIS_URL.
+ * keep a one-shot CLI process from exiting.) Credentials, database number and TLS (`rediss:`) come
+ * from REDIS_URL.
  */
 function sentinelOptions(target: RedisTarget): RedisOptions {
   if (!target.redisSentinels) return {};
@@ -45,6 +46,9 @@ function sentinelOptions(target: RedisTarget): RedisOptions {
     ...(url.username ? { username: decodeURIComponent(url.username) } : {}),
     ...(url.password ? { password: decodeURIComponent(url.password) } : {}),
     ...(Number.isInteger(db) && db > 0 ? { db } : {}),
+    // A rediss:// REDIS_URL asks for TLS to Redis: keep it for the master the sentinels name (the
+    // password must never cross in clear). The sentinels are asked in plain text (no TLS to them).
+    ...(url.protocol === 'rediss:' ? { tls: {}, enableTLSForSentinelMode: true } : {}),
   };
 }
 
