@@ -31,7 +31,8 @@ export * from './deliveries/fan-out.js';
 export * from './deliveries/sweep.repository.js';
 export * from './deliveries/delivery-log.repository.js';
 export * from './deliveries/delivery-history.repository.js';
-// Only the account-scoped entry point: the owner-agnostic `redeliver` stays inside the package.
+// The account-scoped entry point for the API; `redeliverAnyDelivery` (operator-redeliver.js) is the
+// operator's, unscoped, used only by `svc`. The owner-agnostic `redeliver` stays inside the package.
 export { redeliverSubscriptionDelivery, type Redelivery, type RedeliveryDeps } from './deliveries/redeliver.js';
 export * from './deliveries/operator-redeliver.js';
 export * from './deliveries/response-excerpt.js';
