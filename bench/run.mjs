@@ -3,7 +3,7 @@
 // config) against plain baselines measured in the same run on the same machine, and prints the
 // ratios. See docs/benchmarks.md.
 //
-//   node bench/run.mjs [--quick] [--only=api,throughput,latency,retry,fanout,memory] [--runs=N] [--cpu-prof]
+//   node bench/run.mjs [--quick] [--only=api,throughput,latency,retry,fanout,memory,cli] [--runs=N] [--cpu-prof]
 //
 // Everything stays on loopback, in the database svc_bench and under a Redis prefix unique to the
 // run (deleted at the end). Every wait is bounded; a watchdog ends the run if it overstays.
@@ -13,9 +13,10 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { createDb, createQueues, createRedis } from '@svc/core';
+import { createAccount, createDb, createQueues, createRedis, createSite } from '@svc/core';
 import { apiTargets, floodRun, responseSize, runApiCases } from './cases/api.mjs';
 import { fanoutRun, latencyRun, Publisher, retryRun, serviceThroughput, throughputRun } from './cases/dispatcher.mjs';
+import { cliRun } from './cases/cli.mjs';
 import { memoryRun } from './cases/memory.mjs';
 import { resetDatabase, seed } from './lib/fixtures.mjs';
 import { forkHelper, killAllChildren, readMemory, spawnNode, stopChild, tail, waitHttpOk } from './lib/procs.mjs';
@@ -26,7 +27,7 @@ import { summarizeProfile } from './profile-summary.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const BENCH = fileURLToPath(new URL('.', import.meta.url));
-const ALL_CASES = ['api', 'throughput', 'scaleout', 'latency', 'retry', 'fanout', 'memory'];
+const ALL_CASES = ['api', 'throughput', 'scaleout', 'latency', 'retry', 'fanout', 'memory', 'cli'];
 
 // ---------------------------------------------------------------------------------------------
 // Parameters
@@ -59,6 +60,7 @@ const FULL = {
   keysSmall: 6_000,
   keysHundred: 2_000,
   keysLarge: 4_000,
+  keysHistory: 4_000,
   largeSites: 10_000,
   tpAccounts: 50,
   throughputN: 5_000,
@@ -76,12 +78,14 @@ const FULL = {
   // Reported (no target): one run of the same case at this width.
   fanoutWideSubs: 10_000,
   memoryPending: 100_000,
+  // Case 8: `svc` commands (and a bare node) run one after the other, this many times each.
+  cliSamples: 15,
   // New runs start only while they fit before budgetMs (each case keeps at least one run);
   // the watchdog is the hard stop.
   budgetMs: 14 * 60_000,
   watchdogMs: 15 * 60_000,
   // One run of each later case, reserved when deciding whether another run fits.
-  reserveMs: { throughput: 90_000, scaleout: 60_000, latency: 80_000, retry: 25_000, fanout: 45_000, memory: 30_000 },
+  reserveMs: { throughput: 90_000, scaleout: 60_000, latency: 80_000, retry: 25_000, fanout: 45_000, memory: 30_000, cli: 30_000 },
 };
 const QUICK = {
   ...FULL,
@@ -91,6 +95,7 @@ const QUICK = {
   keysSmall: 2_000,
   keysHundred: 500,
   keysLarge: 1_000,
+  keysHistory: 1_000,
   throughputN: 500,
   throughputWarmupN: 100,
   latencyDurationS: 5,
@@ -101,9 +106,10 @@ const QUICK = {
   fanoutSubs: 100,
   fanoutWideSubs: 1_000,
   memoryPending: 5_000,
+  cliSamples: 3,
   budgetMs: 3 * 60_000,
   watchdogMs: 4 * 60_000,
-  reserveMs: { throughput: 15_000, scaleout: 15_000, latency: 15_000, retry: 5_000, fanout: 3_000, memory: 3_000 },
+  reserveMs: { throughput: 15_000, scaleout: 15_000, latency: 15_000, retry: 5_000, fanout: 3_000, memory: 3_000, cli: 5_000 },
 };
 const P = { ...(quick ? QUICK : FULL) };
 if (option('runs')) P.runs = Math.max(1, Number(option('runs')));
@@ -260,7 +266,7 @@ async function main() {
   await startDispatcher();
   log(`api (pid ${api.pid}, port ${apiPort}) ready; dispatcher (pid ${dispatcher.pid}) ready`);
 
-  const results = { api: null, retry: [], throughput: [], scaleout: [], latency: [], latencyLow: [], fanout: [], memory: [], rss: {}, budget: [] };
+  const results = { api: null, retry: [], throughput: [], scaleout: [], latency: [], latencyLow: [], fanout: [], memory: [], cli: null, rss: {}, budget: [] };
 
   // Runs of a case: P.runs of them, or fewer when the next would not fit in the time budget
   // together with one run of every case still to come.
@@ -293,6 +299,7 @@ async function main() {
       detail: await responseSize(apiBase, `/api/v1/sites/${fx.small.sites[0]}`, key),
       list: await responseSize(apiBase, '/api/v1/sites', key),
       webhooks: await responseSize(apiBase, '/api/v1/webhooks', key),
+      history: await responseSize(apiBase, `/api/v1/sites/${fx.history.sites.s10k}/scans`, fx.history.keys[0]),
     };
     const basePort = await freePort();
     const baselineApi = spawnNode('baseline-api', join(BENCH, 'baseline-api.mjs'), {
@@ -316,6 +323,7 @@ async function main() {
       detail: await responseSize(baseBase, `/api/v1/sites/${fx.small.sites[0]}`, 'tok'),
       list: await responseSize(baseBase, '/api/v1/sites', 'tok'),
       webhooks: await responseSize(baseBase, '/api/v1/webhooks', 'tok'),
+      history: await responseSize(baseBase, `/api/v1/sites/${fx.history.sites.s10k}/scans`, 'tok'),
     };
     log(`api: response bytes service ${JSON.stringify(sizes)}, baseline ${JSON.stringify(baseSizes)}`);
     const { targets, pools } = apiTargets(fx, apiBase, baseBase, { api: api.pid, baseline: baselineApi.pid });
@@ -429,6 +437,15 @@ async function main() {
     });
   }
 
+  // Case 8.
+  if (only.includes('cli')) {
+    const cliAccount = await createAccount(db, { name: 'bench cli' });
+    const cliSite = await createSite(db, cliAccount.id, { domain: 'cli.example.com' });
+    results.cli = cliRun({ root: ROOT, env: serviceEnv(), siteId: cliSite.id, samples: P.cliSamples });
+    const med = (v) => [...v].sort((x, y) => x - y)[Math.floor(v.length / 2)].toFixed(3);
+    log(`  cli: CPU s per process (median of ${P.cliSamples}): node -e 0 ${med(results.cli.node)}, svc accounts create ${med(results.cli.dbCommand)}, svc power-ups deploy ${med(results.cli.redisCommand)}, unbundled entry ${med(results.cli.unbundled)}`);
+  }
+
   results.rss.api = readMemory(api.pid);
   results.rss.dispatcher = readMemory(dispatcher.pid);
   log(`rss: api ${(results.rss.api.rss / 2 ** 20).toFixed(1)} MiB, dispatcher ${(results.rss.dispatcher.rss / 2 ** 20).toFixed(1)} MiB`);
@@ -506,6 +523,7 @@ function buildReport(results, machine, mode) {
     });
     pair('list', 'GET /api/v1/sites');
     pair('webhooks', 'GET /api/v1/webhooks');
+    pair('history', 'GET /api/v1/sites/{id}/scans, pages of 100 of 10,000 scans', { rps: { target: '≥ 0.80× baseline', met: atLeast(0.8) } });
     for (const [key, list] of Object.entries(a)) {
       for (const m of list) {
         if (m.non2xx || m.errors) {
@@ -519,7 +537,7 @@ function buildReport(results, machine, mode) {
       for (const m of list) for (const [k, v] of Object.entries(m.cpuMsPerRequest ?? {})) sum[k] = (sum[k] ?? 0) + v / list.length;
       return Object.entries(sum).sort((x, y) => y[1] - x[1]).map(([k, v]) => `${k} ${v.toFixed(2)}`).join(', ');
     };
-    for (const id of ['detail', 'list', 'webhooks']) {
+    for (const id of ['detail', 'list', 'webhooks', 'history']) {
       if (runsOf(`${id}:svc`).length && runsOf(`${id}:svc`)[0].cpuMsPerRequest) {
         notes.push(`Case 1, ${id}: CPU ms per request (mean over runs; "server" is the API or the baseline process, "loadgen" is autocannon; postgres and redis count every backend on the machine) — service: ${cpuLine(runsOf(`${id}:svc`))}; baseline: ${cpuLine(runsOf(`${id}:base`))}.`);
       }
@@ -527,7 +545,7 @@ function buildReport(results, machine, mode) {
     const hot = Object.entries(results.apiHotKeys).filter(([, n]) => n > 0);
     if (hot.length) notes.push(`Warning: keys were reused within 61 s (${JSON.stringify(Object.fromEntries(hot))}); a 429 would show as non-2xx above.`);
     notes.push(
-      `Case 1: autocannon, ${P.connections} connections, ${P.apiDurationS} s per measurement after a ${P.apiWarmupS} s warm-up; every key serves at most 55 requests per minute (keys: ${P.keysSmall} + ${P.keysHundred} + ${P.keysLarge}), so the 60/min limit (default RATE_LIMIT_PER_MINUTE) never triggers. Response bytes, service vs baseline: ${JSON.stringify(results.apiSizes.service)} vs ${JSON.stringify(results.apiSizes.baseline)}.`,
+      `Case 1: autocannon, ${P.connections} connections, ${P.apiDurationS} s per measurement after a ${P.apiWarmupS} s warm-up; every key serves at most 55 requests per minute (keys: ${P.keysSmall} + ${P.keysHundred} + ${P.keysLarge} + ${P.keysHistory}), so the 60/min limit (default RATE_LIMIT_PER_MINUTE) never triggers. Response bytes, service vs baseline: ${JSON.stringify(results.apiSizes.service)} vs ${JSON.stringify(results.apiSizes.baseline)}.`,
     );
     // Case 1b (issue 8).
     if (results.apiFlood?.length) {
@@ -553,6 +571,7 @@ function buildReport(results, machine, mode) {
     growth('GET /api/v1/sites/{id}, 10,000 sites (baseline: 10 sites)', 'detail', 'detail-10k');
     growth('GET /api/v1/sites, 10,000 sites (baseline: 10 sites)', 'list', 'list-10k');
     growth('GET /api/v1/sites, 10,000 sites (baseline: 100 sites, same payload)', 'list-100', 'list-10k', 'info');
+    growth('GET /api/v1/sites/{id}/scans, pages of 100 of 100,000 scans (baseline: 100 scans)', 'history-100', 'history-100k');
   }
 
   if (results.throughput.length) {
@@ -637,6 +656,15 @@ function buildReport(results, machine, mode) {
       invalid = true;
       notes.push(`INVALID fan-out run: ${JSON.stringify(m.recorded)}`);
     }
+  }
+
+  if (results.cli) {
+    const c = results.cli;
+    const vs = (list) => list.map((v, i) => v / c.node[i]);
+    rows.push({ case: '8', figure: 'one `svc` command, CPU s (accounts create: Postgres only; baseline: node -e 0)', unit: 's', format: 's', svc: c.dbCommand, baseline: c.node, ratio: vs(c.dbCommand), target: '≤ 0.15 s', met: ({ svc }) => svc.median <= 0.15 });
+    rows.push({ case: '8', figure: 'one `svc` command, CPU s (power-ups deploy: Postgres and a Redis job)', unit: 's', format: 's', svc: c.redisCommand, baseline: c.node, ratio: vs(c.redisCommand), target: '≤ 0.15 s', met: ({ svc }) => svc.median <= 0.15 });
+    rows.push({ case: '8', figure: 'accounts create through the unbundled entry (what bin/svc.js ran before the bundle)', unit: 's', format: 's', svc: c.unbundled, baseline: c.node, ratio: vs(c.unbundled), target: 'info' });
+    notes.push(`Case 8: each command run ${P.cliSamples} times, interleaved with a bare \`node -e 0\`; CPU = user + system time of the child (from /proc, 10 ms ticks), start-up included. Figures in seconds; min/max are over the samples.`);
   }
 
   if (results.memory.length) {

@@ -1,7 +1,9 @@
-// Cases 1 (API vs a minimal Express baseline) and 7 (growth: 10 vs 10,000 sites), measured with
-// autocannon, interleaved run by run so that service and baseline share the machine's moods.
+// Cases 1 (API vs a minimal Express baseline) and 7 (growth: 10 vs 10,000 sites; 100 vs 100,000
+// scans), measured with autocannon, interleaved run by run so that service and baseline share the
+// machine's moods.
 import { randomBytes } from 'node:crypto';
 import autocannon from 'autocannon';
+import { encodeHistoryCursor } from '../../apps/api/dist/src/scans/history-cursor.js';
 import { cpuDelta, cpuSnapshot } from '../lib/cpu.mjs';
 import { KeyPool } from '../lib/fixtures.mjs';
 import { Samples } from '../lib/stats.mjs';
@@ -92,11 +94,21 @@ export function apiTargets(fx, apiBase, baseBase, pids = {}) {
     small: new KeyPool(fx.small.keys),
     hundred: new KeyPool(fx.hundred.keys),
     large: new KeyPool(fx.large.keys),
+    history: new KeyPool(fx.history.keys),
   };
   const basePool = new TokenPool('base');
   const detailSmall = cycle(fx.small.sites.map((id) => `/api/v1/sites/${id}`));
   const detailSmallBase = cycle(fx.small.sites.map((id) => `/api/v1/sites/${id}`));
   const detailLarge = cycle(fx.large.sites.map((id) => `/api/v1/sites/${id}`));
+  // History pages of 100 spread over the site's history: its first page and pages after cursors.
+  const historyPaths = (siteId, positions) => [
+    `/api/v1/sites/${siteId}/scans`,
+    ...positions.map((position) => `/api/v1/sites/${siteId}/scans?cursor=${encodeHistoryCursor(position)}`),
+  ];
+  const history10k = cycle(historyPaths(fx.history.sites.s10k, fx.history.pages.s10k));
+  const history10kBase = cycle(historyPaths(fx.history.sites.s10k, fx.history.pages.s10k));
+  const history100 = cycle(historyPaths(fx.history.sites.s100, []));
+  const history100k = cycle(historyPaths(fx.history.sites.s100k, fx.history.pages.s100k));
   const list = () => '/api/v1/sites';
   const webhooks = () => '/api/v1/webhooks';
   const svcPids = { server: pids.api, loadgen: process.pid };
@@ -114,6 +126,10 @@ export function apiTargets(fx, apiBase, baseBase, pids = {}) {
       { id: 'detail-10k', side: 'svc', base: apiBase, nextPath: detailLarge, pool: pools.large, pids: svcPids },
       { id: 'list-10k', side: 'svc', base: apiBase, nextPath: list, pool: pools.large, pids: svcPids },
       { id: 'list-100', side: 'svc', base: apiBase, nextPath: list, pool: pools.hundred, pids: svcPids },
+      { id: 'history', side: 'svc', base: apiBase, nextPath: history10k, pool: pools.history, pids: svcPids },
+      { id: 'history', side: 'base', base: baseBase, nextPath: history10kBase, pool: basePool, pids: basePids },
+      { id: 'history-100', side: 'svc', base: apiBase, nextPath: history100, pool: pools.history, pids: svcPids },
+      { id: 'history-100k', side: 'svc', base: apiBase, nextPath: history100k, pool: pools.history, pids: svcPids },
     ],
   };
 }

@@ -63,6 +63,37 @@ export async function bulkSites(db, accountId, count) {
   return rows.map((row) => row.id);
 }
 
+/** A site of the account with `count` completed scans, one a minute, inserted in one statement. */
+export async function bulkHistorySite(db, accountId, label, count) {
+  const site = await createSite(db, accountId, { domain: `history-${label}.example.com` });
+  await db.raw(
+    `INSERT INTO scans (id, site_id, status, score, trigger, started_at, completed_at)
+     SELECT 'scan_' || replace(gen_random_uuid()::text, '-', ''), ?, 'completed', round((random() * 100)::numeric, 1),
+            (ARRAY['scheduled', 'manual'])[1 + g % 2], now() - make_interval(mins => g + 1), now() - make_interval(mins => g)
+       FROM generate_series(1, ?) g`,
+    [site.id, count],
+  );
+  return site.id;
+}
+
+/**
+ * Where pages of 100 start, spread over a site's whole history: the first page (no cursor) and
+ * the positions after every `step`-th scan, as (completedAt, id) in the history's order.
+ */
+export async function historyPositions(db, siteId, pages) {
+  const { rows } = await db.raw(
+    `SELECT completed_at, id FROM (
+       SELECT completed_at, id, row_number() OVER (ORDER BY completed_at DESC, id DESC) AS n
+         FROM scans WHERE site_id = ? AND status = 'completed') t
+      WHERE n % 100 = 0 ORDER BY n`,
+    [siteId],
+  );
+  // Leave out the last page boundary when it is the history's end (it would start an empty page).
+  const usable = rows.slice(0, Math.max(0, rows.length - 1));
+  const step = Math.max(1, Math.floor(usable.length / pages));
+  return usable.filter((_, i) => i % step === 0).map((row) => ({ completedAt: row.completed_at, id: row.id }));
+}
+
 /** `count` subscriptions of the account to `url`, as createSubscription stores them. */
 export async function bulkSubscriptions(db, accountId, url, count, events = ['*']) {
   const rows = Array.from({ length: count }, () => ({ id: newId('wh'), account_id: accountId, url, events, secret: randomHex(32) }));
@@ -97,6 +128,15 @@ export async function seed(db, receiverUrl, P) {
   const largeSites = await bulkSites(db, large.id, P.largeSites);
   const largeKeys = await bulkKeys(db, large.id, P.keysLarge);
 
+  // API, the score history: pages of 100 from sites with 100, 10,000 and 100,000 completed scans.
+  const history = await createAccount(db, { name: 'bench api: score history' });
+  const historySites = {
+    s100: await bulkHistorySite(db, history.id, '100', 100),
+    s10k: await bulkHistorySite(db, history.id, '10k', 10_000),
+    s100k: await bulkHistorySite(db, history.id, '100k', 100_000),
+  };
+  const historyKeys = await bulkKeys(db, history.id, P.keysHistory, 'read:scans');
+
   // Dispatcher: throughput/latency accounts (one site, one subscription each) and the fan-out
   // account (its subscriptions also carry the retry and memory cases' deliveries).
   const tp = [];
@@ -115,8 +155,14 @@ export async function seed(db, receiverUrl, P) {
   const wideSite = await createSite(db, wideAccount.id, { domain: 'fan-wide.example.com' });
   const wideSubs = await bulkSubscriptions(db, wideAccount.id, `${receiverUrl}/ok`, P.fanoutWideSubs);
 
+  await db.raw('VACUUM ANALYZE scans');
   await db.raw('ANALYZE');
+  const historyPages = {
+    s10k: await historyPositions(db, historySites.s10k, 50),
+    s100k: await historyPositions(db, historySites.s100k, 50),
+  };
   return {
+    history: { accountId: history.id, sites: historySites, keys: historyKeys, pages: historyPages },
     small: { accountId: small.id, sites: smallSites, keys: smallKeys },
     hundred: { accountId: hundred.id, sites: hundredSites, keys: hundredKeys },
     large: { accountId: large.id, sites: largeSites, keys: largeKeys },

@@ -1,19 +1,26 @@
 import express, { Router, type Express } from 'express';
 import type { Config, Db, Logger, Queues, Redis } from '@svc/core';
+import { aiMonitorRoutes } from './ai-monitor/ai-monitor.routes.js';
 import { authenticate, rateLimit } from './auth/authenticate.js';
 import { KeyCache } from './auth/key-cache.js';
 import { KeyLookupGate, keyLookupConcurrency } from './auth/key-lookup-gate.js';
 import { KeyUsageTracker } from './auth/key-usage-tracker.js';
 import { UnknownKeyCache } from './auth/unknown-key-cache.js';
 import { deliveriesRoutes } from './deliveries/deliveries.routes.js';
-
-export { KeyCache, UnknownKeyCache };
 import { healthRoutes } from './health/health.routes.js';
 import { errorHandler, notFound } from './http/error-handler.js';
 import { requestContext } from './http/request-context.js';
+import { ApiMetrics } from './metrics/api-metrics.js';
+import { measureRequests } from './metrics/metrics-middleware.js';
+import { RouteTemplates } from './metrics/route-templates.js';
+import { docsRoutes } from './openapi/docs.routes.js';
+import { openApiRoutes } from './openapi/openapi.routes.js';
 import { SlidingWindowLimiter } from './rate-limit/sliding-window-limiter.js';
+import { scansRoutes } from './scans/scans.routes.js';
 import { sitesRoutes } from './sites/sites.routes.js';
 import { webhooksRoutes } from './webhooks/webhooks.routes.js';
+
+export { ApiMetrics, KeyCache, UnknownKeyCache };
 
 export interface AppDeps {
   config: Pick<Config, 'rateLimitPerMinute' | 'queuePrefix' | 'dbPoolMax'>;
@@ -24,6 +31,8 @@ export interface AppDeps {
   logger: Logger;
   /** The key cache, when main.ts wires Postgres revocation notifications to it; else one of its own. */
   keyCache?: KeyCache;
+  /** The metrics main.ts serves on METRICS_PORT; else a registry of this app's own. */
+  metrics?: ApiMetrics;
   /** The negative cache, when main.ts wires Postgres key-creation notifications to it; else one of its own. */
   unknownKeyCache?: UnknownKeyCache;
 }
@@ -38,22 +47,32 @@ export function createApp(deps: AppDeps): Express {
   });
   const usage = new KeyUsageTracker(deps.db, deps.logger);
   const cache = deps.keyCache ?? new KeyCache();
+  const metrics = deps.metrics ?? new ApiMetrics();
+  metrics.watchLimiter(limiter);
   const unknown = deps.unknownKeyCache ?? new UnknownKeyCache();
   const lookups = new KeyLookupGate(keyLookupConcurrency(deps.config.dbPoolMax));
 
   const v1 = Router();
   v1.use(authenticate({ db: deps.db, cache, unknown, lookups }), rateLimit({ limiter, cache, db: deps.db, usage }));
   v1.use(sitesRoutes({ db: deps.db }));
+  v1.use(scansRoutes({ db: deps.db }));
+  v1.use(aiMonitorRoutes({ db: deps.db }));
   v1.use(webhooksRoutes({ db: deps.db, queues: deps.queues }));
   v1.use(deliveriesRoutes({ db: deps.db, queues: deps.queues, logger: deps.logger }));
+
+  const health = healthRoutes({ db: deps.db, redis: deps.redis, limiter });
+  const description = [openApiRoutes(), docsRoutes()];
+  const routes = new RouteTemplates().add('', health).add('', description[0]!).add('', description[1]!).add('/api/v1', v1);
 
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
   app.use(requestContext(deps.logger));
-  app.use(healthRoutes({ db: deps.db, redis: deps.redis, limiter }));
+  app.use(measureRequests(metrics, routes));
+  app.use(health);
+  app.use(description);
   app.use('/api/v1', v1);
   app.use(notFound);
-  app.use(errorHandler(deps.logger));
+  app.use(errorHandler(deps.logger, metrics));
   return app;
 }

@@ -3,20 +3,22 @@ import {
   createLogger,
   createQueues,
   createRedis,
+  DEFAULT_API_METRICS_PORT,
   loadConfigOrExit,
   RevocationListener,
+  startMetricsServer,
   waitForRedisReady,
 } from '@svc/core';
-import { createApp, KeyCache, UnknownKeyCache } from './app.js';
+import { ApiMetrics, createApp, KeyCache, UnknownKeyCache } from './app.js';
 import { createApiServer } from './http/server.js';
 
 const config = loadConfigOrExit();
 
 const logger = createLogger(config.logLevel, { service: 'api' });
 const db = createDb(config.databaseUrl, { poolMax: config.dbPoolMax });
-const redis = createRedis(config.redisUrl, 'fast-fail');
+const redis = createRedis(config, 'fast-fail');
 redis.on('error', () => undefined); // reported by /readyz and the limiter's fallback log, not once per retry
-const queueRedis = createRedis(config.redisUrl, 'fast-fail');
+const queueRedis = createRedis(config, 'fast-fail');
 queueRedis.on('error', () => undefined);
 const queues = createQueues(queueRedis, config.queuePrefix);
 
@@ -44,7 +46,11 @@ const revocations = new RevocationListener(
 );
 await revocations.start();
 
-const server = createApiServer(createApp({ config, db, redis, queues, logger, keyCache, unknownKeyCache }), config);
+const metrics = new ApiMetrics();
+// Its own port, never the public one; a taken port is a warning, not a reason to stop serving.
+const metricsServer = await startMetricsServer({ port: config.metricsPort ?? DEFAULT_API_METRICS_PORT, registry: metrics.registry, logger });
+
+const server = createApiServer(createApp({ config, db, redis, queues, logger, keyCache, unknownKeyCache, metrics }), config);
 server.listen(config.port, () => {
   const address = server.address();
   logger.info('api listening', { port: typeof address === 'object' && address ? address.port : config.port });
@@ -60,6 +66,7 @@ async function stop(signal: string): Promise<void> {
     server.closeIdleConnections();
   });
   await revocations.stop();
+  await metricsServer.close();
   await queues.close().catch(() => undefined);
   redis.disconnect();
   queueRedis.disconnect();

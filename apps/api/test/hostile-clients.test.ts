@@ -14,6 +14,7 @@ const GENEROUS_MS = 8_000;
 let api: TestApi;
 let http: ListeningApi;
 let key: string;
+let accountId: string;
 let siteId: string;
 let subscriptionId: string;
 
@@ -28,6 +29,7 @@ beforeAll(async () => {
   http = await listen(api);
   const seeded = await seedAccount(api.db);
   key = seeded.key;
+  accountId = seeded.accountId;
   siteId = (await seedSite(api.db, seeded.accountId)).id;
   subscriptionId = (await createSubscription(api.db, seeded.accountId, { url: 'https://hooks.example.com/x', events: ['*'] })).id;
 });
@@ -157,7 +159,8 @@ describe('Slow and idle clients', () => {
 
   it('closes a request whose body trickles in slower than the request timeout allows, with 408, and stores nothing', async () => {
     let timer: NodeJS.Timeout | undefined;
-    const before = await api.db('webhook_subscriptions').count<{ count: string }[]>('* as n');
+    // This account's subscriptions only: test files running beside this one create their own.
+    const before = await api.db('webhook_subscriptions').where({ account_id: accountId }).count<{ count: string }[]>('* as n');
     const { received, closedAfterMs } = await rawExchange(
       http.port,
       (socket) => {
@@ -166,7 +169,7 @@ describe('Slow and idle clients', () => {
       },
       GENEROUS_MS,
     ).finally(() => clearInterval(timer));
-    const after = await api.db('webhook_subscriptions').count<{ count: string }[]>('* as n');
+    const after = await api.db('webhook_subscriptions').where({ account_id: accountId }).count<{ count: string }[]>('* as n');
 
     expect(statusOf(received)).toBe(408);
     expect(closedAfterMs).toBeGreaterThanOrEqual(REQUEST_TIMEOUT_MS - 50);

@@ -204,3 +204,29 @@ describe('fan-out beside redeliveries', () => {
     expect(h.receiver.to('/ok/fan-out-race')).toHaveLength(1);
   });
 });
+
+describe('redelivery beside the retention purge', () => {
+  it('answers 404 and stores nothing when the original is purged while the redelivery waits for it', async () => {
+    const { t, sub, original } = await exhaustedDelivery('/fail/purged-under-redelivery');
+    // The purge's transaction has deleted the original but not committed yet.
+    const purge = await h.db.transaction();
+    await purge('delivery_attempts').where({ delivery_id: original.id }).del();
+    await purge('deliveries').where({ id: original.id }).del();
+
+    const answer = call(api, t.key).post(redeliverPath(sub.id, original.id)).then((res) => res);
+    await waitFor(
+      async () => {
+        const { rows } = await h.db.raw(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%INSERT INTO deliveries%redelivery_of%'`);
+        return rows[0].n > 0;
+      },
+      10_000,
+      'the redelivery to wait on the purge',
+    );
+    await purge.commit();
+    const res = await answer;
+
+    expect(res.status).toBe(404);
+    expect(res.body.error.code).toBe('not_found');
+    expect(await h.db('deliveries').where({ subscription_id: sub.id })).toEqual([]);
+  });
+});

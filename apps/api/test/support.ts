@@ -1,5 +1,6 @@
 import type { Server } from 'node:http';
 import { connect, type AddressInfo, type Socket } from 'node:net';
+import { afterEach } from '@jest/globals';
 import type { Express } from 'express';
 import {
   createDb,
@@ -14,8 +15,20 @@ import {
   type Redis,
 } from '@svc/core';
 import { testConfig, waitFor } from '@svc/core/testing';
-import { createApp, KeyCache, UnknownKeyCache } from '../src/app.js';
+import { ApiMetrics, createApp, KeyCache, UnknownKeyCache } from '../src/app.js';
 import { createApiServer } from '../src/http/server.js';
+import { contractChecked, drainContractViolations } from './openapi-contract.js';
+
+/**
+ * Contract tests: every response a test receives from a test API is checked against the OpenAPI
+ * document as it is sent (see contractChecked); a drifting one fails the test that got it here.
+ */
+afterEach(() => {
+  const violations = drainContractViolations();
+  if (violations.length > 0) {
+    throw new Error(`${violations.length} response(s) drift from the OpenAPI document:\n${violations.join('\n')}`);
+  }
+});
 
 export interface TestApi {
   app: Express;
@@ -32,7 +45,7 @@ export interface TestApi {
  */
 export function createTestApi(
   overrides: Record<string, string> = {},
-  shared?: { db?: Db; redis?: Redis },
+  shared?: { db?: Db; redis?: Redis; metrics?: ApiMetrics },
   caches?: { keyCache?: KeyCache; unknownKeyCache?: UnknownKeyCache },
 ): TestApi {
   return assemble(overrides, shared, caches);
@@ -76,22 +89,22 @@ export async function createListeningTestApi(
 
 function assemble(
   overrides: Record<string, string>,
-  shared?: { db?: Db; redis?: Redis },
+  shared?: { db?: Db; redis?: Redis; metrics?: ApiMetrics },
   caches: { keyCache?: KeyCache; unknownKeyCache?: UnknownKeyCache } = {},
   fixed?: Config,
 ): TestApi {
   const config = fixed ?? testConfig({ DB_POOL_MAX: '5', ...overrides });
   const db = shared?.db ?? createDb(config.databaseUrl, { poolMax: config.dbPoolMax });
-  const redis = shared?.redis ?? createRedis(config.redisUrl, 'fast-fail');
+  const redis = shared?.redis ?? createRedis(config, 'fast-fail');
   redis.on('error', () => undefined);
-  const queueRedis = createRedis(config.redisUrl, 'bullmq');
+  const queueRedis = createRedis(config, 'bullmq');
   const queues = createQueues(queueRedis, config.queuePrefix);
   // Closing a test API whose queue connection is still connecting makes BullMQ emit
   // "Connection is closed"; with no listener that is an unhandled error failing an unrelated test.
   queues.fanout.on('error', () => undefined);
   queues.delivery.on('error', () => undefined);
   const logger = createLogger('error', { silent: true });
-  const app = createApp({ config, db, redis, queues, logger, ...caches });
+  const app = contractChecked(createApp({ config, db, redis, queues, logger, ...caches, ...(shared?.metrics ? { metrics: shared.metrics } : {}) }));
   return {
     app,
     config,
@@ -99,6 +112,9 @@ function assemble(
     redis,
     queues,
     async close() {
+      // A queue closed while its connection is still initialising makes BullMQ emit the failed
+      // initialisation with no listener left: let both finish connecting first (Redis is up in tests).
+      await Promise.allSettled([queues.fanout.waitUntilReady(), queues.delivery.waitUntilReady()]);
       await queues.close();
       queueRedis.disconnect();
       if (!shared?.redis) redis.disconnect();

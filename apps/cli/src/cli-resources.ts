@@ -1,7 +1,5 @@
 import {
   createDb,
-  createQueues,
-  createRedis,
   loadConfig,
   type Config,
   type Db,
@@ -12,6 +10,8 @@ import {
   type Redis,
 } from '@svc/core';
 import type { TextSink } from './cli-io.js';
+
+type RedisCommands = typeof import('./redis-commands.js');
 
 export type Env = Record<string, string | undefined>;
 
@@ -27,6 +27,7 @@ export class CliResources {
   private openDb: Db | undefined;
   private openRedis: Redis | undefined;
   private openQueues: Queues | undefined;
+  private loadedRedisCommands: RedisCommands | undefined;
 
   constructor(
     private readonly env: Env | undefined,
@@ -54,18 +55,33 @@ export class CliResources {
    * is opened only when the producer enqueues, after its transaction committed, so a command
    * refused by the database never touches Redis.
    */
-  producerDeps(): ProducerDeps {
-    return { db: this.db(), queues: this.lazyQueues(), logger: this.stderrLogger() };
+  async producerDeps(): Promise<ProducerDeps> {
+    return { db: this.db(), queues: await this.lazyQueues(), logger: this.stderrLogger() };
   }
 
   /** What a redelivery needs: the same, with the delivery queue (Redis opened only to enqueue). */
-  redeliveryDeps(): RedeliveryDeps {
-    return { db: this.db(), queues: this.lazyQueues(), logger: this.stderrLogger() };
+  async redeliveryDeps(): Promise<RedeliveryDeps> {
+    return { db: this.db(), queues: await this.lazyQueues(), logger: this.stderrLogger() };
   }
 
-  /** Both queues, each opened (with Redis) only when first touched. */
-  private lazyQueues(): Pick<Queues, 'fanout' | 'delivery'> {
-    const openQueues = () => this.queues();
+  /** The Redis connection of this run, opened on first use. */
+  async redis(): Promise<Redis> {
+    const connections = await this.redisCommands();
+    this.openRedis ??= connections.openRedis(this.config());
+    return this.openRedis;
+  }
+
+  /**
+   * Both queues, each opened (with Redis) only when first touched. The code behind them is
+   * loaded now, while the command can still wait; the connections only when a job is added.
+   */
+  private async lazyQueues(): Promise<Pick<Queues, 'fanout' | 'delivery'>> {
+    const connections = await this.redisCommands();
+    const openQueues = () => {
+      this.openRedis ??= connections.openRedis(this.config());
+      this.openQueues ??= connections.openQueues(this.openRedis, this.config().queuePrefix);
+      return this.openQueues;
+    };
     return {
       get fanout() {
         return openQueues().fanout;
@@ -76,27 +92,10 @@ export class CliResources {
     };
   }
 
-  /** The Redis connection of this run, opened on first use. */
-  redis(): Redis {
-    if (!this.openRedis) {
-      const redis = createRedis(this.config().redisUrl, 'fast-fail');
-      // A one-shot command has nothing to wait for: on the first connection error it stops
-      // reconnecting, so a pending command fails at once (a producer then falls back on the
-      // dispatcher's sweep, the event being already committed) instead of hanging.
-      redis.on('error', () => redis.disconnect());
-      this.openRedis = redis;
-    }
-    return this.openRedis;
-  }
-
-  private queues(): Queues {
-    if (!this.openQueues) {
-      this.openQueues = createQueues(this.redis(), this.config().queuePrefix);
-      // The producer reports a failed enqueue through its logger; these would repeat it as stack traces.
-      this.openQueues.fanout.on('error', () => undefined);
-      this.openQueues.delivery.on('error', () => undefined);
-    }
-    return this.openQueues;
+  /** The functions of core that reach Redis, loaded with ioredis and BullMQ on first use (see redis-commands.ts). */
+  async redisCommands(): Promise<RedisCommands> {
+    this.loadedRedisCommands ??= await import('./redis-commands.js');
+    return this.loadedRedisCommands;
   }
 
   /**

@@ -29,7 +29,7 @@ describe('svc ai-runs complete', () => {
       env,
     );
 
-    expect(out).toEqual({ id: expect.stringMatching(/^run_/), compositeScore: 72.25, eventId: expect.stringMatching(/^evt_/) });
+    expect(out).toEqual({ id: expect.stringMatching(/^run_/), compositeScore: 72.25, engines: [], eventId: expect.stringMatching(/^evt_/) });
     expect(await db('ai_monitor_runs').where({ id: out.id }).first()).toMatchObject({ site_id: siteId, composite_score: 72.25 });
     const event = await db('events').where({ id: out.eventId }).first('account_id', 'type', 'body');
     expect(event).toMatchObject({ account_id: accountId, type: 'ai_check.completed' });
@@ -39,6 +39,39 @@ describe('svc ai-runs complete', () => {
       data: { runId: out.id, siteId, domain, compositeScore: 72.25 },
     });
     expect((await queues.fanout.getJob(out.eventId))?.data).toEqual({ eventId: out.eventId });
+  });
+
+  it('stores each --engine with the run and keeps the event body as spec §6.1 has it', async () => {
+    const { siteId, domain } = await newSite();
+
+    const out = await runSvcJson<{ id: string; engines: unknown; eventId: string }>(
+      ['ai-runs', 'complete', '--site', siteId, '--score', '70', '--engine', 'chatgpt=72', '--engine', 'perplexity_2=68.5'],
+      env,
+    );
+
+    const engines = [
+      { engine: 'chatgpt', score: 72 },
+      { engine: 'perplexity_2', score: 68.5 },
+    ];
+    expect(out.engines).toEqual(engines);
+    expect((await db('ai_monitor_runs').where({ id: out.id }).first()).engines).toEqual(engines);
+    const event = await db('events').where({ id: out.eventId }).first('body');
+    expect(JSON.parse(event.body as string).data).toEqual({ runId: out.id, siteId, domain, compositeScore: 70 });
+  });
+
+  it.each([
+    [['--engine', 'ChatGPT=1'], 'svc: error: engines[0].engine must be an id matching ^[a-z0-9][a-z0-9_-]{0,31}$\n'],
+    [['--engine', 'gemini=1', '--engine', 'gemini=2'], 'svc: error: engines[1].engine "gemini" appears twice; each must be unique\n'],
+    [Array.from({ length: 21 }, (_, i) => ['--engine', `e${i}=1`]).flat(), 'svc: error: engines has 21 entries; at most 20 are allowed\n'],
+  ])('refuses bad engines %#, naming the rule, and records nothing', async (flags, stderr) => {
+    const { accountId, siteId } = await newSite();
+
+    const run = await runSvc(['ai-runs', 'complete', '--site', siteId, '--score', '70', ...flags], env);
+
+    expect(run.stderr).toBe(stderr);
+    expect(run.code).toBe(2);
+    expect(await db('ai_monitor_runs').where({ site_id: siteId })).toEqual([]);
+    expect(await db('events').where({ account_id: accountId })).toEqual([]);
   });
 
   it('refuses a non-numeric score with exit 2 and records nothing', async () => {

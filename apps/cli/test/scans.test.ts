@@ -30,8 +30,27 @@ describe('svc scans start', () => {
 
     const out = await runSvcJson(['scans', 'start', '--site', siteId], env);
 
-    expect(out).toEqual({ id: expect.stringMatching(/^scan_/), status: 'running' });
-    expect(await db('scans').where({ id: out.id }).first()).toMatchObject({ site_id: siteId, status: 'running', score: null });
+    expect(out).toEqual({ id: expect.stringMatching(/^scan_/), status: 'running', trigger: 'manual' });
+    expect(await db('scans').where({ id: out.id }).first()).toMatchObject({ site_id: siteId, status: 'running', score: null, trigger: 'manual' });
+  });
+
+  it('records --trigger scheduled', async () => {
+    const { siteId } = await newSite();
+
+    const out = await runSvcJson<{ id: string }>(['scans', 'start', '--site', siteId, '--trigger', 'scheduled'], env);
+
+    expect(out).toEqual({ id: expect.stringMatching(/^scan_/), status: 'running', trigger: 'scheduled' });
+    expect(await db('scans').where({ id: out.id }).first()).toMatchObject({ trigger: 'scheduled' });
+  });
+
+  it('refuses an unknown --trigger with exit 2 and starts nothing', async () => {
+    const { siteId } = await newSite();
+
+    const run = await runSvc(['scans', 'start', '--site', siteId, '--trigger', 'nightly'], env);
+
+    expect(run.code).toBe(2);
+    expect(run.stderr).toBe('svc: error: trigger must be one of scheduled, manual\n');
+    expect(await db('scans').where({ site_id: siteId })).toEqual([]);
   });
 
   it('refuses a site that does not exist with exit 2', async () => {
@@ -57,6 +76,8 @@ describe('svc scans complete', () => {
       status: 'completed',
       score: 87.5,
       completedAt: expect.stringMatching(ISO_8601),
+      trigger: 'manual',
+      categories: [],
       eventId: expect.stringMatching(/^evt_/),
     });
     const scan = await db('scans').where({ id: scanId }).first();
@@ -71,6 +92,52 @@ describe('svc scans complete', () => {
     });
     const job = await queues.fanout.getJob(out.eventId);
     expect(job?.data).toEqual({ eventId: out.eventId });
+  });
+
+  it('stores each --category with the scan and keeps the event body as spec §6.1 has it', async () => {
+    const { siteId, domain } = await newSite();
+    const scanId = await startScan(siteId);
+
+    const out = await runSvcJson<{ categories: unknown; eventId: string }>(
+      ['scans', 'complete', scanId, '--score', '80', '--category', 'Speed=91.5', '--category', 'a=b=-3'],
+      env,
+    );
+
+    const categories = [
+      { name: 'Speed', score: 91.5 },
+      { name: 'a=b', score: -3 },
+    ];
+    expect(out.categories).toEqual(categories);
+    expect((await db('scans').where({ id: scanId }).first()).categories).toEqual(categories);
+    const event = await db('events').where({ id: out.eventId }).first('body');
+    expect(JSON.parse(event.body as string).data).toEqual({ scanId, siteId, domain, score: 80 });
+  });
+
+  it.each([
+    [['--category', 'Speed=1', '--category', 'Speed=2'], 'svc: error: categories[1].name "Speed" appears twice; each must be unique\n'],
+    [['--category', `${'x'.repeat(65)}=1`], 'svc: error: categories[0].name must be 1 to 64 printable characters, not all blank\n'],
+    [['--category', 'Tab\there=1'], 'svc: error: categories[0].name must be 1 to 64 printable characters, not all blank\n'],
+    [Array.from({ length: 21 }, (_, i) => ['--category', `c${i}=1`]).flat(), 'svc: error: categories has 21 entries; at most 20 are allowed\n'],
+  ])('refuses bad categories %#, naming the rule, and leaves the scan running with no event', async (flags, stderr) => {
+    const { accountId, siteId } = await newSite();
+    const scanId = await startScan(siteId);
+
+    const run = await runSvc(['scans', 'complete', scanId, '--score', '80', ...flags], env);
+
+    expect(run.stderr).toBe(stderr);
+    expect(run.code).toBe(2);
+    expect(await db('scans').where({ id: scanId }).first()).toMatchObject({ status: 'running', score: null, categories: [] });
+    expect(await db('events').where({ account_id: accountId })).toEqual([]);
+  });
+
+  it('refuses a --category without NAME=SCORE with exit 2', async () => {
+    const { siteId } = await newSite();
+    const scanId = await startScan(siteId);
+
+    const run = await runSvc(['scans', 'complete', scanId, '--score', '80', '--category', 'Speed'], env);
+
+    expect(run.code).toBe(2);
+    expect(run.stderr).toContain("option '--category <name=score>' argument 'Speed' is invalid");
   });
 
   it('prints the score and the event for a person', async () => {

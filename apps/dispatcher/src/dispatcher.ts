@@ -10,7 +10,11 @@ import {
   type DeliveryJob,
   type FanoutJob,
   type Logger,
+  type PurgeResult,
 } from '@svc/core';
+import { checkReadiness, type Readiness } from './health/dispatcher-health.js';
+import { DispatcherMetrics } from './metrics/dispatcher-metrics.js';
+import { RetentionPurger } from './sweeps/retention-purger.js';
 import { WebhookClient } from './http/webhook-client.js';
 import { createAttemptBatches } from './processors/attempt-batches.js';
 import { createDeliverProcessor } from './processors/deliver.processor.js';
@@ -28,6 +32,8 @@ export interface DispatcherDeps {
   config: Pick<
     Config,
     | 'redisUrl'
+    | 'redisSentinels'
+    | 'redisSentinelName'
     | 'queuePrefix'
     | 'webhookTimeoutMs'
     | 'webhookRetryDelaysMs'
@@ -40,11 +46,14 @@ export interface DispatcherDeps {
     | 'dispatcherConcurrency'
     | 'perSubscriptionConcurrency'
     | 'sweepIntervalMs'
+    | 'deliveryRetentionDays'
   >;
   db: Db;
   logger: Logger;
   /** Extra CAs to trust for receivers (tests); operators use NODE_EXTRA_CA_CERTS. */
   ca?: string | Buffer;
+  /** The metrics main.ts serves on METRICS_PORT; else a registry of this dispatcher's own. */
+  metrics?: DispatcherMetrics;
 }
 
 export interface Dispatcher {
@@ -53,17 +62,24 @@ export interface Dispatcher {
   socketCounts(): { active: number; idle: number };
   /** Stops taking jobs, lets attempts in flight finish, closes its Redis connections. The db is the caller's. */
   stop(): Promise<void>;
+  readonly metrics: DispatcherMetrics;
+  /** What /readyz answers: Postgres and Redis answer, both workers run. */
+  readiness(): Promise<Readiness>;
+  /** One retention purge now (the purger also runs one every minute on its own). */
+  purgeHistory(): Promise<PurgeResult>;
 }
 
 /** Builds a dispatcher: fan-out and delivery workers plus the sweep. It does nothing until start(). */
 export function createDispatcher(deps: DispatcherDeps): Dispatcher {
   const { config, db, logger } = deps;
-  const producerRedis = createRedis(config.redisUrl, 'bullmq');
-  const workerRedis = createRedis(config.redisUrl, 'bullmq');
+  const producerRedis = createRedis(config, 'bullmq');
+  const workerRedis = createRedis(config, 'bullmq');
   for (const connection of [producerRedis, workerRedis]) {
     connection.on('error', (error: Error) => logger.warn('redis connection error', { error: error.message }));
   }
   const queues = createQueues(producerRedis, config.queuePrefix);
+  const metrics = deps.metrics ?? new DispatcherMetrics();
+  metrics.watch({ queues, db });
   const client = new WebhookClient({
     timeoutMs: config.webhookTimeoutMs,
     allowPrivateTargets: config.webhookAllowPrivateTargets,
@@ -103,6 +119,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
         retryDelaysMs: config.webhookRetryDelaysMs,
       }),
       logger,
+      metrics,
     }),
     { ...workerOptions, concurrency: config.dispatcherConcurrency },
   );
@@ -112,20 +129,26 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
     });
     worker.on('error', (error) => logger.warn('worker error', { queue: worker.name, error: error.message }));
   }
-  const sweeper = new Sweeper({ db, queues, logger, webhookTimeoutMs: config.webhookTimeoutMs }, config.sweepIntervalMs);
+  const sweeper = new Sweeper({ db, queues, logger, webhookTimeoutMs: config.webhookTimeoutMs, metrics }, config.sweepIntervalMs);
+  const retention = new RetentionPurger({ db, logger, retentionDays: config.deliveryRetentionDays, metrics });
 
   let stopped: Promise<void> | undefined;
   return {
+    metrics,
+    readiness: () =>
+      checkReadiness({ db, redis: producerRedis, workersRunning: () => fanoutWorker.isRunning() && deliveryWorker.isRunning() }),
+    purgeHistory: () => retention.runOnce(),
     socketCounts: () => client.socketCounts(),
     start() {
       void fanoutWorker.run();
       void deliveryWorker.run();
       sweeper.start();
+      retention.start();
       logger.info('dispatcher started', { concurrency: config.dispatcherConcurrency, prefix: config.queuePrefix });
     },
     stop() {
       stopped ??= (async () => {
-        await sweeper.stop();
+        await Promise.all([sweeper.stop(), retention.stop()]);
         await Promise.all([fanoutWorker.close(), deliveryWorker.close()]);
         await queues.close();
         client.close();

@@ -1,5 +1,6 @@
-import { createDb, createLogger, loadConfigOrExit } from '@svc/core';
+import { createDb, createLogger, DEFAULT_DISPATCHER_METRICS_PORT, loadConfigOrExit, startMetricsServer } from '@svc/core';
 import { createDispatcher } from './dispatcher.js';
+import { healthRoutes } from './health/dispatcher-health.js';
 
 const config = loadConfigOrExit();
 
@@ -7,6 +8,13 @@ const logger = createLogger(config.logLevel, { service: 'dispatcher' });
 const db = createDb(config.databaseUrl, { poolMax: config.dbPoolMax });
 const dispatcher = createDispatcher({ config, db, logger });
 dispatcher.start();
+// Its only HTTP port: /metrics, /healthz, /readyz. A taken port is a warning; the deliveries go on.
+const metricsServer = await startMetricsServer({
+  port: config.metricsPort ?? DEFAULT_DISPATCHER_METRICS_PORT,
+  registry: dispatcher.metrics.registry,
+  logger,
+  routes: healthRoutes(() => dispatcher.readiness()),
+});
 
 let stopping = false;
 async function stop(signal: string): Promise<void> {
@@ -14,6 +22,7 @@ async function stop(signal: string): Promise<void> {
   stopping = true;
   logger.info('dispatcher stopping: finishing attempts in flight', { signal });
   await dispatcher.stop();
+  await metricsServer.close();
   await db.destroy();
   // Exit once the last log line is flushed; the timer only guards against a transport that never finishes.
   setTimeout(() => process.exit(0), 2_000).unref();

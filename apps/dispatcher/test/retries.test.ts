@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { completeScan, enqueueDeliveries, verifySignature } from '@svc/core';
 import { uniqueTag } from '@svc/core/testing';
+import { DispatcherMetrics } from '../src/metrics/dispatcher-metrics.js';
 import { sweepOnce } from '../src/sweeps/sweeper.js';
 import { createHarness, seedTenant, type Harness } from './support/harness.js';
 import {
@@ -65,7 +66,7 @@ describe('retrying a delivery (spec §3.3, §6.3) with the fast test schedule', 
       disabled_at: null,
     });
 
-    await sweepOnce({ db: h.db, queues: h.queues, logger: silentLogger, webhookTimeoutMs: h.config.webhookTimeoutMs });
+    await sweepOnce({ db: h.db, queues: h.queues, logger: silentLogger, webhookTimeoutMs: h.config.webhookTimeoutMs, metrics: new DispatcherMetrics() });
     await sendCanary(h);
 
     expect(h.receiver.to(path)).toHaveLength(7);

@@ -23,6 +23,13 @@ export interface Config {
   readonly perSubscriptionConcurrency: number;
   readonly sweepIntervalMs: number;
   readonly dbPoolMax: number;
+  /** Port of the process's own /metrics (and the dispatcher's /healthz, /readyz); undefined: the process's default; 0: off. */
+  readonly metricsPort: number | undefined;
+  /** Finished deliveries, their attempts and delivery-less events older than this are purged; 0 keeps them forever. */
+  readonly deliveryRetentionDays: number;
+  /** When set, every Redis connection finds the master through these Sentinels instead of REDIS_URL. */
+  readonly redisSentinels: ReadonlyArray<{ host: string; port: number }> | undefined;
+  readonly redisSentinelName: string;
   /** The API's HTTP server bounds (apps/api/src/http/server.ts); docs/operations.md "Limits". */
   readonly apiHeadersTimeoutMs: number;
   readonly apiRequestTimeoutMs: number;
@@ -30,6 +37,10 @@ export interface Config {
   readonly apiMaxConnections: number;
   readonly apiMaxHeaderBytes: number;
 }
+
+/** METRICS_PORT's default per process: a second kind on one host must not collide with the first. */
+export const DEFAULT_API_METRICS_PORT = 9464;
+export const DEFAULT_DISPATCHER_METRICS_PORT = 9465;
 
 export type LogLevel = 'error' | 'warn' | 'info' | 'http' | 'verbose' | 'debug' | 'silly';
 const LOG_LEVELS: readonly LogLevel[] = ['error', 'warn', 'info', 'http', 'verbose', 'debug', 'silly'];
@@ -145,6 +156,10 @@ export function loadConfig(env: Env = process.env): Config {
     perSubscriptionConcurrency: parseInteger(env, 'DISPATCHER_PER_SUBSCRIPTION_CONCURRENCY', 10, 1, 10_000),
     sweepIntervalMs: parseInteger(env, 'DISPATCHER_SWEEP_INTERVAL_MS', 5_000, 100, 3_600_000),
     dbPoolMax: parseInteger(env, 'DB_POOL_MAX', 20, 1, 1_000),
+    metricsPort: read(env, 'METRICS_PORT', '') === '' ? undefined : parseInteger(env, 'METRICS_PORT', 0, 0, 65535),
+    deliveryRetentionDays: parseInteger(env, 'DELIVERY_RETENTION_DAYS', 30, 0, 36_500),
+    redisSentinels: parseSentinels(env),
+    redisSentinelName: parseSentinelName(env),
     ...parseApiServer(env),
   };
   return Object.freeze(config);
@@ -177,6 +192,29 @@ function parseQueuePrefix(env: Env): string {
     throw new ConfigError('QUEUE_PREFIX', 'must be 1-64 letters, digits, "_", "." or "-"');
   }
   return prefix;
+}
+
+/** REDIS_SENTINELS: `host:port[,host:port…]`; unset means REDIS_URL is used directly. */
+function parseSentinels(env: Env): Array<{ host: string; port: number }> | undefined {
+  const raw = read(env, 'REDIS_SENTINELS', '');
+  if (raw === '') return undefined;
+  const sentinels = raw.split(',').map((part) => {
+    const match = /^\[?([^\s\[\]]+?)\]?:(\d{1,5})$/.exec(part.trim());
+    const port = Number(match?.[2]);
+    if (!match?.[1] || port < 1 || port > 65535) {
+      throw new ConfigError('REDIS_SENTINELS', `must list host:port pairs separated by commas (got "${part.trim()}")`);
+    }
+    return Object.freeze({ host: match[1], port });
+  });
+  return Object.freeze(sentinels) as Array<{ host: string; port: number }>;
+}
+
+function parseSentinelName(env: Env): string {
+  const name = read(env, 'REDIS_SENTINEL_NAME', 'mymaster');
+  if (!/^[A-Za-z0-9_.-]{1,128}$/.test(name)) {
+    throw new ConfigError('REDIS_SENTINEL_NAME', 'must be 1-128 letters, digits, "_", "." or "-"');
+  }
+  return name;
 }
 
 /** For a process's main: the configuration, or one line on stderr naming the bad variable and exit 1. */

@@ -9,6 +9,9 @@ export * from './accounts/account.repository.js';
 export * from './sites/domain.js';
 export * from './sites/site.repository.js';
 export * from './scans/scan.repository.js';
+export * from './scans/scan-inputs.js';
+export * from './scans/scan-history.repository.js';
+export * from './scores/score-breakdown.js';
 export * from './keys/api-key.js';
 export * from './keys/key.repository.js';
 export * from './keys/key-revocation.js';
@@ -18,6 +21,7 @@ export * from './webhooks/revoke-subscription.js';
 export * from './events/event-types.js';
 export * from './events/event.repository.js';
 export * from './ai-monitor/ai-run.repository.js';
+export * from './ai-monitor/engine-scores.js';
 export * from './power-ups/deployment.repository.js';
 export * from './events/producers.js';
 export * from './deliveries/delivery-limits.js';
@@ -27,7 +31,8 @@ export * from './deliveries/fan-out.js';
 export * from './deliveries/sweep.repository.js';
 export * from './deliveries/delivery-log.repository.js';
 export * from './deliveries/delivery-history.repository.js';
-// Only the account-scoped entry point: the owner-agnostic `redeliver` stays inside the package.
+// The account-scoped entry point for the API; `redeliverAnyDelivery` (operator-redeliver.js) is the
+// operator's, unscoped, used only by `svc`. The owner-agnostic `redeliver` stays inside the package.
 export { redeliverSubscriptionDelivery, type Redelivery, type RedeliveryDeps } from './deliveries/redeliver.js';
 export * from './deliveries/operator-redeliver.js';
 export * from './deliveries/response-excerpt.js';
@@ -35,3 +40,7 @@ export * from './signing/signature.js';
 export * from './signing/signature-headers.js';
 export * from './queues/queues.js';
 export * from './queues/enqueue-after-commit.js';
+export * from './metrics/metrics-server.js';
+export * from './metrics/process-registry.js';
+export * from './deliveries/delivery-stats.repository.js';
+export * from './deliveries/retention.repository.js';

@@ -1,14 +1,19 @@
 import { Redis, type RedisOptions } from 'ioredis';
+import type { Config } from './config.js';
 
 export { Redis };
 
+/** Where Redis is: REDIS_URL, or the master REDIS_SENTINEL_NAME as REDIS_SENTINELS report it. */
+export type RedisTarget = Pick<Config, 'redisUrl' | 'redisSentinels' | 'redisSentinelName'>;
+
 /**
- * A Redis connection. `role: 'bullmq'` gives what BullMQ workers require (no per-command retry
- * limit); `role: 'fast-fail'` gives a connection that errors at once while Redis is away, for
- * paths that must fall back instead of waiting.
+ * A Redis connection; every process opens each of its connections here, so REDIS_SENTINELS
+ * reaches all of them. `role: 'bullmq'` gives what BullMQ workers require (no per-command retry
+ * limit); `role: 'fast-fail'` gives a connection that errors at once while Redis is away (or
+ * failing over), for paths that must fall back instead of waiting.
  */
-export function createRedis(redisUrl: string, role: 'bullmq' | 'fast-fail' | 'default' = 'default'): Redis {
-  const options: RedisOptions = { lazyConnect: false };
+export function createRedis(target: RedisTarget | string, role: 'bullmq' | 'fast-fail' | 'default' = 'default'): Redis {
+  const options: RedisOptions = { lazyConnect: false, ...(typeof target === 'string' ? {} : sentinelOptions(target)) };
   if (role === 'bullmq') options.maxRetriesPerRequest = null;
   if (role === 'fast-fail') {
     options.maxRetriesPerRequest = 0;
@@ -16,7 +21,35 @@ export function createRedis(redisUrl: string, role: 'bullmq' | 'fast-fail' | 'de
     options.commandTimeout = 500;
     options.retryStrategy = (times) => Math.min(times * 200, 2_000);
   }
-  return new Redis(redisUrl, options);
+  if (typeof target !== 'string' && target.redisSentinels) return new Redis(options);
+  return new Redis(typeof target === 'string' ? target : target.redisUrl, options);
+}
+
+/**
+ * Through Sentinel: the master's address comes from the sentinels on every (re)connection. A
+ * master that dies drops its connections, so they reconnect to whichever node the sentinels
+ * promote; a master demoted while alive answers writes with READONLY, which reconnects too.
+ * (ioredis' failoverDetector is not used: its sentinel subscriptions outlive quit() and would
+ * keep a one-shot CLI process from exiting.) Credentials, database number and TLS (`rediss:`) come
+ * from REDIS_URL.
+ */
+function sentinelOptions(target: RedisTarget): RedisOptions {
+  if (!target.redisSentinels) return {};
+  const url = new URL(target.redisUrl);
+  const db = Number(url.pathname.slice(1) || '0');
+  return {
+    sentinels: target.redisSentinels.map((sentinel) => ({ host: sentinel.host, port: sentinel.port })),
+    name: target.redisSentinelName,
+    role: 'master',
+    reconnectOnError: (error) => (error.message.startsWith('READONLY') ? 2 : false),
+    sentinelRetryStrategy: (times) => Math.min(times * 200, 2_000),
+    ...(url.username ? { username: decodeURIComponent(url.username) } : {}),
+    ...(url.password ? { password: decodeURIComponent(url.password) } : {}),
+    ...(Number.isInteger(db) && db > 0 ? { db } : {}),
+    // A rediss:// REDIS_URL asks for TLS to Redis: keep it for the master the sentinels name (the
+    // password must never cross in clear). The sentinels are asked in plain text (no TLS to them).
+    ...(url.protocol === 'rediss:' ? { tls: {}, enableTLSForSentinelMode: true } : {}),
+  };
 }
 
 /** Resolves true once the connection is ready, false if it is not within the timeout. */
@@ -33,4 +66,22 @@ export function waitForRedisReady(redis: Redis, timeoutMs: number): Promise<bool
     };
     redis.once('ready', onReady);
   });
+}
+
+/** True when Redis answers PING within the timeout (readiness checks: an outage must not hang them). */
+export async function pingRedis(redis: Redis, timeoutMs = 1_000): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    const answer = await Promise.race([
+      redis.ping(),
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error('timeout')), timeoutMs);
+      }),
+    ]);
+    return answer === 'PONG';
+  } catch {
+    return false;
+  } finally {
+    clearTimeout(timer);
+  }
 }

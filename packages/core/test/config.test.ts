@@ -90,6 +90,14 @@ describe('loadConfig', () => {
     ['WEBHOOK_RETRY_DELAYS_MS', '1,2,3,4,5,99999999999999999999'],
     ['WEBHOOK_ALLOW_PRIVATE_TARGETS', 'maybe'],
     ['QUEUE_PREFIX', 'has space'],
+    ['METRICS_PORT', '65536'],
+    ['METRICS_PORT', 'nine'],
+    ['DELIVERY_RETENTION_DAYS', '-1'],
+    ['DELIVERY_RETENTION_DAYS', '1.5'],
+    ['REDIS_SENTINELS', 'sentinel-a'],
+    ['REDIS_SENTINELS', 'sentinel-a:26379,:26379'],
+    ['REDIS_SENTINELS', 'sentinel-a:0'],
+    ['REDIS_SENTINEL_NAME', 'two words'],
     ['API_HEADERS_TIMEOUT_MS', '0'],
     ['API_REQUEST_TIMEOUT_MS', '5000'],
     ['API_MAX_CONNECTIONS', '0'],
@@ -112,5 +120,33 @@ describe('loadConfig', () => {
     expect((thrown as ConfigError).variable).toBe(variable);
     expect((thrown as ConfigError).message).toContain(variable);
     expect((thrown as ConfigError).message).not.toContain('\n');
+  });
+
+  it('leaves METRICS_PORT to each process when unset, keeps history 30 days and reaches Redis by REDIS_URL', () => {
+    const config = loadConfig({});
+
+    expect(config.metricsPort).toBeUndefined();
+    expect(config.deliveryRetentionDays).toBe(30);
+    expect(config.redisSentinels).toBeUndefined();
+    expect(config.redisSentinelName).toBe('mymaster');
+  });
+
+  it('reads METRICS_PORT (0 turns it off), DELIVERY_RETENTION_DAYS and a Sentinel list with IPv6 and names', () => {
+    const config = loadConfig({
+      METRICS_PORT: '0',
+      DELIVERY_RETENTION_DAYS: '7',
+      REDIS_SENTINELS: ' sentinel-a:26379, 10.0.0.2:26380,[::1]:26381 ',
+      REDIS_SENTINEL_NAME: 'svc-master',
+    });
+
+    expect(config.metricsPort).toBe(0);
+    expect(config.deliveryRetentionDays).toBe(7);
+    expect(config.redisSentinels).toEqual([
+      { host: 'sentinel-a', port: 26379 },
+      { host: '10.0.0.2', port: 26380 },
+      { host: '::1', port: 26381 },
+    ]);
+    expect(config.redisSentinelName).toBe('svc-master');
+    expect(Object.isFrozen(config.redisSentinels)).toBe(true);
   });
 });

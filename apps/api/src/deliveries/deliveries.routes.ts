@@ -11,7 +11,10 @@ import { authOf, requireScope } from '../auth/authenticate.js';
 import { requireIdShape } from '../http/path-params.js';
 import { decodeDeliveryCursor, encodeDeliveryCursor } from './delivery-cursor.js';
 import { presentDelivery, presentDeliveryDetail } from './deliveries.presenter.js';
-import { parseDeliveryListQuery } from './deliveries.schemas.js';
+import { validateQuery } from '../http/openapi-validators.js';
+import type { DeliveryListQuery } from './deliveries.schemas.js';
+
+const parseDeliveryListQuery = validateQuery<DeliveryListQuery>('listWebhookDeliveries');
 
 const NO_SUBSCRIPTION = 'No webhook subscription with this id exists in your account.';
 const NO_DELIVERY = 'No delivery with this id exists for this webhook subscription.';

@@ -1,20 +1,8 @@
 import { Router } from 'express';
-import { pingDb, type Db, type Redis } from '@svc/core';
+import { pingDb, pingRedis, type Db, type Redis } from '@svc/core';
 import type { SlidingWindowLimiter } from '../rate-limit/sliding-window-limiter.js';
 
 const REDIS_PING_TIMEOUT_MS = 1_000;
-
-async function pingRedis(redis: Redis): Promise<boolean> {
-  try {
-    const answer = await Promise.race([
-      redis.ping(),
-      new Promise<never>((_, reject) => setTimeout(() => reject(new Error('timeout')), REDIS_PING_TIMEOUT_MS).unref()),
-    ]);
-    return answer === 'PONG';
-  } catch {
-    return false;
-  }
-}
 
 /**
  * Contract §3: liveness and readiness, with no key and no rate limit. Ready means PostgreSQL
@@ -29,7 +17,7 @@ export function healthRoutes(deps: { db: Db; redis: Redis; limiter: SlidingWindo
   router.get('/readyz', async (_req, res) => {
     const [postgres, redis, shared] = await Promise.all([
       pingDb(deps.db),
-      pingRedis(deps.redis),
+      pingRedis(deps.redis, REDIS_PING_TIMEOUT_MS),
       deps.limiter.probe(REDIS_PING_TIMEOUT_MS),
     ]);
     const reasons = [

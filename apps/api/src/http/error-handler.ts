@@ -38,7 +38,7 @@ export function notFound(req: Request, _res: Response, next: NextFunction): void
 }
 
 /** Maps typed errors to the envelope at the status their type carries; everything else is a bare 500 with nothing internal in it. */
-export function errorHandler(logger: Logger): ErrorRequestHandler {
+export function errorHandler(logger: Logger, metrics: { errorAnswered(code: string): void }): ErrorRequestHandler {
   return (error: unknown, req: Request, res: Response, next: NextFunction) => {
     if (res.headersSent) {
       next(error);
@@ -47,6 +47,7 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
     const handled = error instanceof DomainError ? error : (fromBodyParser(error) ?? fromRouter(error));
     if (handled) {
       const { status } = handled;
+      metrics.errorAnswered(handled.code);
       if (handled instanceof RateLimitedError) res.set('Retry-After', RETRY_AFTER_SECONDS);
       if (status === 401) res.set('WWW-Authenticate', 'Bearer');
       res.status(status).json({ error: { code: handled.code, message: handled.message } });

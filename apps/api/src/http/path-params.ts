@@ -2,7 +2,7 @@ import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { NotFoundError } from '@svc/core';
 
 /** Every id we issue is letters, digits, `_` and `-`; anything else names no resource. */
-const ID_SHAPE = /^[A-Za-z0-9_-]{1,128}$/;
+export const ID_SHAPE = /^[A-Za-z0-9_-]{1,128}$/;
 
 /**
  * Answers not_found for a path id that no resource can have (NUL bytes, which PostgreSQL text

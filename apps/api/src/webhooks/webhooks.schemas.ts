@@ -1,26 +1,17 @@
-import { Ajv } from 'ajv';
 import { EVENT_TYPES, ValidationError, WILDCARD_EVENT } from '@svc/core';
+import { bodyValidator } from '../http/openapi-validators.js';
+import { WEBHOOK_URL_MAX_LENGTH } from '../openapi/webhooks.openapi.js';
 
-/** Spec §4.3, §8: the longest url a subscription may have. */
-export const WEBHOOK_URL_MAX_LENGTH = 500;
+export { WEBHOOK_URL_MAX_LENGTH };
 
-const ajv = new Ajv({ allErrors: false, strict: true });
+// The rules live in the OpenAPI document (openapi/webhooks.openapi.ts); these are compiled from it,
+// one part at a time so that each failure keeps its own code and message.
+const isUrlShape = bodyValidator<string>('WebhookUrl');
+const isEventList = bodyValidator<string[]>('WebhookEventList');
 
-const isObjectBody = ajv.compile<Record<string, unknown>>({ type: 'object' });
-
-const isUrlShape = ajv.compile<string>({
-  type: 'string',
-  minLength: 'https://'.length + 1,
-  maxLength: WEBHOOK_URL_MAX_LENGTH,
-  // The host must follow the scheme at once: `https:///x` would otherwise parse with host `x`.
-  pattern: '^[Hh][Tt][Tt][Pp][Ss]://[^/\\\\]',
-});
-
-const isEventList = ajv.compile<string[]>({
-  type: 'array',
-  minItems: 1,
-  items: { type: 'string', enum: [...EVENT_TYPES, WILDCARD_EVENT] },
-});
+function isObjectBody(body: unknown): body is Record<string, unknown> {
+  return typeof body === 'object' && body !== null && !Array.isArray(body);
+}
 
 export interface CreateSubscriptionInput {
   url: string;

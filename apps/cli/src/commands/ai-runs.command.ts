@@ -1,13 +1,12 @@
 import type { Command } from 'commander';
-import { completeAiMonitorRun } from '@svc/core';
-import { parseScore, parseText } from '../options/option-parsers.js';
+import { collectNamedScore, parseScore, parseText } from '../options/option-parsers.js';
 import { addLeafCommand, type CommandKit } from './command-kit.js';
 
-/** `svc ai-runs complete --site SITE_ID --score N`: fires ai_check.completed. */
+/** `svc ai-runs complete --site SITE_ID --score N [--engine ID=SCORE]…`: fires ai_check.completed. */
 export function registerAiRunsCommands(program: Command, kit: CommandKit): void {
   const aiRuns = program.command('ai-runs').description('AI Monitor runs of a site');
 
-  addLeafCommand<{ site: string; score: number }>(
+  addLeafCommand<{ site: string; score: number; engine?: Array<{ name: string; score: number }> }>(
     aiRuns,
     kit,
     {
@@ -16,17 +15,21 @@ export function registerAiRunsCommands(program: Command, kit: CommandKit): void 
       configure: (c) =>
         c
           .requiredOption('--site <siteId>', 'the site the run scored', parseText)
-          .requiredOption('--score <n>', 'the run’s composite score', parseScore),
+          .requiredOption('--score <n>', 'the run’s composite score', parseScore)
+          .option('--engine <id=score>', 'an engine’s score; repeat for each engine (at most 20)', collectNamedScore),
     },
     async ({ options, resources }) => {
-      const { run, eventId } = await completeAiMonitorRun(resources.producerDeps(), {
+      const { completeAiMonitorRun } = await resources.redisCommands();
+      const { run, eventId } = await completeAiMonitorRun(await resources.producerDeps(), {
         siteId: options.site,
         compositeScore: options.score,
+        engines: (options.engine ?? []).map((entry) => ({ engine: entry.name, score: entry.score })),
       });
       return {
-        json: { id: run.id, compositeScore: run.compositeScore, eventId },
+        json: { id: run.id, compositeScore: run.compositeScore, engines: run.engines, eventId },
         lines: [
           `Recorded AI Monitor run ${run.id} of site ${run.siteId} with composite score ${run.compositeScore}`,
+          ...run.engines.map((entry) => `  ${entry.engine}: ${entry.score}`),
           `  event: ${eventId} (ai_check.completed)`,
         ],
       };

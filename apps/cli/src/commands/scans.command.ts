@@ -1,47 +1,67 @@
 import type { Command } from 'commander';
-import { completeScan, markScanFailed, startScan } from '@svc/core';
+import { markScanFailed, startScan } from '@svc/core';
 import { isoDate } from '../output/command-result.js';
-import { parseScore, parseText } from '../options/option-parsers.js';
+import { collectNamedScore, parseScore, parseText } from '../options/option-parsers.js';
 import { addLeafCommand, type CommandKit } from './command-kit.js';
 
 /** `svc scans start|complete|fail`: a scan's life; only completing it fires an event. */
 export function registerScansCommands(program: Command, kit: CommandKit): void {
   const scans = program.command('scans').description('scans of a site');
 
-  addLeafCommand<{ site: string }>(
+  addLeafCommand<{ site: string; trigger?: string }>(
     scans,
     kit,
     {
       name: 'start',
       description: 'start a scan of a site',
-      configure: (c) => c.requiredOption('--site <siteId>', 'the site to scan', parseText),
+      configure: (c) =>
+        c
+          .requiredOption('--site <siteId>', 'the site to scan', parseText)
+          .option('--trigger <scheduled|manual>', 'who started the scan (default: manual)'),
     },
     async ({ options, resources }) => {
-      const scan = await startScan(resources.db(), options.site);
+      const scan = await startScan(resources.db(), options.site, { trigger: options.trigger });
       return {
-        json: { id: scan.id, status: scan.status },
-        lines: [`Started scan ${scan.id} of site ${scan.siteId} (${scan.status})`],
+        json: { id: scan.id, status: scan.status, trigger: scan.trigger },
+        lines: [`Started ${scan.trigger} scan ${scan.id} of site ${scan.siteId} (${scan.status})`],
       };
     },
   );
 
-  addLeafCommand<{ score: number }>(
+  addLeafCommand<{ score: number; category?: Array<{ name: string; score: number }> }>(
     scans,
     kit,
     {
       name: 'complete',
-      description: 'complete a running scan with its score; fires scan.completed',
+      description: 'complete a running scan with its score and optional per-category scores; fires scan.completed',
       configure: (c) =>
-        c.argument('<scanId>', 'the running scan', parseText).requiredOption('--score <n>', 'the scan’s score', parseScore),
+        c
+          .argument('<scanId>', 'the running scan', parseText)
+          .requiredOption('--score <n>', 'the scan’s score', parseScore)
+          .option('--category <name=score>', 'a category’s score; repeat for each category (at most 20)', collectNamedScore),
     },
     async ({ args, options, resources }) => {
-      const { scan, eventId } = await completeScan(resources.producerDeps(), {
+      const { completeScan } = await resources.redisCommands();
+      const { scan, eventId } = await completeScan(await resources.producerDeps(), {
         scanId: args[0] as string,
         score: options.score,
+        categories: options.category ?? [],
       });
       return {
-        json: { id: scan.id, status: scan.status, score: scan.score, completedAt: isoDate(scan.completedAt), eventId },
-        lines: [`Completed scan ${scan.id} with score ${scan.score}`, `  event: ${eventId} (scan.completed)`],
+        json: {
+          id: scan.id,
+          status: scan.status,
+          score: scan.score,
+          completedAt: isoDate(scan.completedAt),
+          trigger: scan.trigger,
+          categories: scan.categories,
+          eventId,
+        },
+        lines: [
+          `Completed scan ${scan.id} with score ${scan.score}`,
+          ...scan.categories.map((category) => `  ${category.name}: ${category.score}`),
+          `  event: ${eventId} (scan.completed)`,
+        ],
       };
     },
   );

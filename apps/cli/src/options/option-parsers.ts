@@ -24,3 +24,14 @@ export function parseText(value: string): string {
   if (trimmed === '') throw new InvalidArgumentError('It must not be blank.');
   return trimmed;
 }
+
+/**
+ * A repeatable `NAME=SCORE` flag (`--category Speed=91.5`, `--engine chatgpt=72`): split at the
+ * last `=`, so a name may itself hold one; the score is parsed as strictly as --score. Whether the
+ * name is acceptable is core's to decide. Returns the list so far with this entry added.
+ */
+export function collectNamedScore(value: string, previous: Array<{ name: string; score: number }> = []): Array<{ name: string; score: number }> {
+  const at = value.lastIndexOf('=');
+  if (at <= 0) throw new InvalidArgumentError('It must be NAME=SCORE, such as Speed=91.5.');
+  return [...previous, { name: value.slice(0, at), score: parseScore(value.slice(at + 1)) }];
+}

@@ -14,6 +14,7 @@ import {
 } from '@svc/core';
 import type { WebhookClient } from '../http/webhook-client.js';
 import type { AttemptBatches } from './attempt-batches.js';
+import type { DispatcherMetrics } from '../metrics/dispatcher-metrics.js';
 import type { SubscriptionSlots } from './subscription-slots.js';
 
 /** How long to put back a job whose subscription has no free slot in this process. */
@@ -27,6 +28,7 @@ export interface DeliverDeps {
   /** Claims and records, batched across the attempts in flight. */
   batches: AttemptBatches;
   logger: Logger;
+  metrics: Pick<DispatcherMetrics, 'attemptFinished'>;
 }
 
 function isDeliveryJob(data: unknown): data is DeliveryJob {
@@ -101,6 +103,7 @@ export function createDeliverProcessor(deps: DeliverDeps) {
       }
       const outcome = await deps.client.send(claim.attempt);
       const result = await recordOrDegrade(deps, claim.attempt, outcome);
+      deps.metrics.attemptFinished(outcome, result, claim.attempt.lateMs);
       deps.logger.info(outcome.ok ? 'delivery attempt succeeded' : 'delivery attempt failed', {
         deliveryId,
         subscriptionId,

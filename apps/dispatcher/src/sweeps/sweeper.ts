@@ -9,6 +9,7 @@ import {
   type Logger,
   type Queues,
 } from '@svc/core';
+import type { DispatcherMetrics } from '../metrics/dispatcher-metrics.js';
 
 /** A due delivery without an attempt for this long may have lost its job. */
 const OVERDUE_AFTER_MS = 2_000;
@@ -21,6 +22,7 @@ export interface SweepDeps {
   queues: Queues;
   logger: Logger;
   webhookTimeoutMs: number;
+  metrics: Pick<DispatcherMetrics, 'swept'>;
 }
 
 /**
@@ -39,6 +41,7 @@ export async function sweepOnce(deps: SweepDeps): Promise<{ events: number; deli
     deps.queues.delivery,
     overdue.map((delivery) => ({ name: 'd', data: delivery, jobId: deliveryJobId(delivery.deliveryId, delivery.attempt) })),
   );
+  deps.metrics.swept({ events, deliveries });
   const purged = await purgeAbandonedRevocations(deps.db, deps.webhookTimeoutMs + 60_000);
   if (events || deliveries || purged) {
     deps.logger.info('sweep re-queued work Redis no longer held', { events, deliveries, purged });

@@ -48,7 +48,7 @@ export async function createHarness(overrides: Record<string, string> = {}): Pro
     ...overrides,
   });
   const db = createDb(config.databaseUrl, { poolMax: 20 });
-  const redis = createRedis(config.redisUrl, 'bullmq');
+  const redis = createRedis(config, 'bullmq');
   const queues = createQueues(redis, config.queuePrefix);
   const certificate = makeCertificate();
   const receiver = await new Receiver(certificate).start();

@@ -11,6 +11,8 @@ export interface ClaimedAttempt {
   url: string;
   secret: string;
   attempt: number;
+  /** How long after its due time (next_attempt_at) the attempt was claimed: the lateness metric. */
+  lateMs: number;
 }
 
 /** Why an attempt was not claimed, so the processor can do the one right thing. */
@@ -90,6 +92,7 @@ export async function claimAttempts(db: Db, requests: readonly AttemptRequest[],
        SELECT req.id AS req_id, d.id, d.subscription_id, d.event_id, d.status, d.attempt_count,
               GREATEST(0, EXTRACT(EPOCH FROM (d.next_attempt_at - clock_timestamp())) * 1000)::float8 AS due_in_ms,
               GREATEST(0, EXTRACT(EPOCH FROM (d.locked_until - clock_timestamp())) * 1000)::float8 AS locked_for_ms,
+              GREATEST(0, EXTRACT(EPOCH FROM (clock_timestamp() - d.next_attempt_at)) * 1000)::float8 AS late_ms,
               sub.status AS sub_status, sub.url, sub.secret, e.type, e.body,
               EXISTS (SELECT 1 FROM claimed c WHERE c.id = req.id) AS claimed,
               EXISTS (SELECT 1 FROM abandoned a WHERE a.id = req.id) AS abandoned
@@ -105,7 +108,7 @@ export async function claimAttempts(db: Db, requests: readonly AttemptRequest[],
         maxClaims: MAX_CLAIMS_PER_ATTEMPT,
       },
     )
-    .options({ name: 'svc_claim_attempts_v2' });
+    .options({ name: 'svc_claim_attempts_v3' });
   const rows = result.rows as ClaimRow[];
   const byId = new Map(rows.map((row) => [row.req_id, row]));
   return requests.map((request) => toClaimResult(byId.get(request.deliveryId), request.attempt));
@@ -121,6 +124,7 @@ interface ClaimRow {
   attempt_count: number;
   due_in_ms: number;
   locked_for_ms: number;
+  late_ms: number | null;
   sub_status: string | null;
   url: string;
   secret: string;
@@ -144,6 +148,7 @@ function toClaimResult(row: ClaimRow | undefined, attempt: number): ClaimResult 
         url: row.url,
         secret: row.secret,
         attempt,
+        lateMs: row.late_ms ?? 0,
       },
     };
   }

@@ -46,6 +46,9 @@ export async function insertRedelivery(db: Db, deliveryId: string, owner: Redeli
          FROM deliveries d JOIN webhook_subscriptions s ON s.id = d.subscription_id
         WHERE d.id = :deliveryId AND s.status IN ('active', 'disabled')
           ${scoped ? 'AND d.subscription_id = :subscriptionId AND s.account_id = :accountId' : ''}
+        -- Held until commit, so the retention purge cannot delete the original under the new row's
+        -- redelivery_of (a purge that got there first leaves no row: not found).
+        FOR KEY SHARE OF d
      ), sub AS (
        SELECT s.id, s.status FROM webhook_subscriptions s
         WHERE s.id = (SELECT subscription_id FROM original)

@@ -6,8 +6,10 @@
  */
 import type { Db } from '../db/knex.js';
 import { newId } from '../ids.js';
-import type { AiMonitorRun } from '../ai-monitor/ai-run.repository.js';
+import { toAiMonitorRun, type AiMonitorRun, type AiMonitorRunRow } from '../ai-monitor/ai-run.repository.js';
+import type { EngineScore } from '../ai-monitor/engine-scores.js';
 import type { PowerUpDeployment } from '../power-ups/deployment.repository.js';
+import type { ScanCategory } from '../scans/scan-inputs.js';
 import { toScan, type Scan, type ScanRow } from '../scans/scan.repository.js';
 import { eventInsertCte } from './event.repository.js';
 
@@ -40,6 +42,7 @@ export async function insertAiRunWithEvent(
   db: Db,
   siteId: string,
   compositeScore: number,
+  engines: EngineScore[],
 ): Promise<{ run: AiMonitorRun; eventId: string } | undefined> {
   const runId = newId('run');
   const event = eventInsertCte(
@@ -51,20 +54,25 @@ export async function insertAiRunWithEvent(
     .raw(
       `WITH site AS (SELECT id, account_id, domain FROM sites WHERE id = :siteId),
        fact AS (
-         INSERT INTO ai_monitor_runs (id, site_id, composite_score) SELECT :runId, site.id, :compositeScore FROM site
-         RETURNING id, site_id, composite_score, completed_at
+         INSERT INTO ai_monitor_runs (id, site_id, composite_score, engines) SELECT :runId, site.id, :compositeScore, :engines::jsonb FROM site
+         RETURNING id, site_id, composite_score, completed_at, engines
        ), ${event.sql}
-       SELECT fact.id, fact.site_id, fact.composite_score, fact.completed_at FROM fact, event`,
-      { ...event.bindings, siteId, runId, compositeScore },
+       SELECT fact.id, fact.site_id, fact.composite_score, fact.completed_at, fact.engines FROM fact, event`,
+      { ...event.bindings, siteId, runId, compositeScore, engines: JSON.stringify(engines) },
     )
-    .options({ name: 'svc_produce_ai_check_completed_v1' });
-  const row = result.rows[0] as { id: string; site_id: string; composite_score: number | string; completed_at: Date } | undefined;
+    .options({ name: 'svc_produce_ai_check_completed_v2' });
+  const row = result.rows[0] as AiMonitorRunRow | undefined;
   if (!row) return undefined;
-  return { run: { id: row.id, siteId: row.site_id, compositeScore: Number(row.composite_score), completedAt: row.completed_at }, eventId: event.eventId };
+  return { run: toAiMonitorRun(row), eventId: event.eventId };
 }
 
 /** Completes a running scan and records its `scan.completed` event; undefined when the scan is not running (or missing). */
-export async function completeScanWithEvent(db: Db, scanId: string, score: number): Promise<{ scan: Scan; eventId: string } | undefined> {
+export async function completeScanWithEvent(
+  db: Db,
+  scanId: string,
+  score: number,
+  categories: ScanCategory[],
+): Promise<{ scan: Scan; eventId: string } | undefined> {
   const event = eventInsertCte(
     'scan.completed',
     { scanId, siteId: '', domain: '', score },
@@ -73,15 +81,15 @@ export async function completeScanWithEvent(db: Db, scanId: string, score: numbe
   const result = await db
     .raw(
       `WITH fact AS (
-         UPDATE scans SET status = 'completed', score = :score, completed_at = CURRENT_TIMESTAMP(3)
+         UPDATE scans SET status = 'completed', score = :score, completed_at = CURRENT_TIMESTAMP(3), categories = :categories::jsonb
           WHERE id = :scanId AND status = 'running'
-         RETURNING id, site_id, status, score, started_at, completed_at, failed_at
+         RETURNING id, site_id, status, score, trigger, started_at, completed_at, failed_at, categories
        ), site AS (SELECT s.id, s.account_id, s.domain FROM sites s WHERE s.id IN (SELECT site_id FROM fact)),
        ${event.sql}
        SELECT fact.* FROM fact, event`,
-      { ...event.bindings, scanId, score },
+      { ...event.bindings, scanId, score, categories: JSON.stringify(categories) },
     )
-    .options({ name: 'svc_produce_scan_completed_v1' });
+    .options({ name: 'svc_produce_scan_completed_v2' });
   const row = result.rows[0] as ScanRow | undefined;
   if (!row) return undefined;
   const scan = toScan(row);

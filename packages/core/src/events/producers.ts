@@ -5,6 +5,8 @@ import { enqueueAfterCommit } from '../queues/enqueue-after-commit.js';
 import { enqueueFanout, type Queues } from '../queues/queues.js';
 import type { AiMonitorRun } from '../ai-monitor/ai-run.repository.js';
 import { assertPowerUpId, type PowerUpDeployment } from '../power-ups/deployment.repository.js';
+import { parseEngineScores } from '../ai-monitor/engine-scores.js';
+import { parseScanCategories } from '../scans/scan-inputs.js';
 import { assertScore, explainNotRunning, type Scan } from '../scans/scan.repository.js';
 import { completeScanWithEvent, insertAiRunWithEvent, insertDeploymentWithEvent } from './producer-statements.js';
 
@@ -30,19 +32,34 @@ async function produce<T extends { eventId: string }>(deps: ProducerDeps, record
   return result;
 }
 
-/** Records a completed scan and its `scan.completed` event in one transaction, then enqueues it. */
-export async function completeScan(deps: ProducerDeps, input: { scanId: string; score: number }): Promise<{ scan: Scan; eventId: string }> {
+/**
+ * Records a completed scan, with its optional per-category breakdown, and its `scan.completed`
+ * event in one transaction, then enqueues it. The event's data stays as spec §6.1 has it. Bad
+ * input is refused with InputError before anything is written.
+ */
+export async function completeScan(
+  deps: ProducerDeps,
+  input: { scanId: string; score: number; categories?: unknown },
+): Promise<{ scan: Scan; eventId: string }> {
   const score = assertScore(input.score);
-  return produce(deps, async () => (await completeScanWithEvent(deps.db, input.scanId, score)) ?? (await refuseScan(deps.db, input.scanId)));
+  const categories = parseScanCategories(input.categories);
+  return produce(
+    deps,
+    async () => (await completeScanWithEvent(deps.db, input.scanId, score, categories)) ?? (await refuseScan(deps.db, input.scanId)),
+  );
 }
 
-/** Records a completed AI Monitor run and its `ai_check.completed` event, then enqueues it. */
+/**
+ * Records a completed AI Monitor run, with its optional per-engine breakdown, and its
+ * `ai_check.completed` event, then enqueues it. The event's data stays as spec §6.1 has it.
+ */
 export async function completeAiMonitorRun(
   deps: ProducerDeps,
-  input: { siteId: string; compositeScore: number },
+  input: { siteId: string; compositeScore: number; engines?: unknown },
 ): Promise<{ run: AiMonitorRun; eventId: string }> {
   const compositeScore = assertScore(input.compositeScore, 'compositeScore');
-  return produce(deps, async () => (await insertAiRunWithEvent(deps.db, input.siteId, compositeScore)) ?? missingSite(input.siteId));
+  const engines = parseEngineScores(input.engines);
+  return produce(deps, async () => (await insertAiRunWithEvent(deps.db, input.siteId, compositeScore, engines)) ?? missingSite(input.siteId));
 }
 
 /** Records a successful Power-Up deployment and its `power_up.deployed` event, then enqueues it. */

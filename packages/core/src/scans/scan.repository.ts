@@ -1,6 +1,7 @@
 import type { DbOrTx } from '../db/knex.js';
 import { ConflictError, InputError, NotFoundError } from '../errors.js';
 import { newId } from '../ids.js';
+import { parseScanCategories, parseScanTrigger, type ScanCategory, type ScanTrigger } from './scan-inputs.js';
 
 export type ScanStatus = 'running' | 'completed' | 'failed';
 
@@ -9,9 +10,12 @@ export interface Scan {
   siteId: string;
   status: ScanStatus;
   score: number | null;
+  trigger: ScanTrigger;
   startedAt: Date;
   completedAt: Date | null;
   failedAt: Date | null;
+  /** The per-category breakdown given at completion; `[]` when none was. */
+  categories: ScanCategory[];
 }
 
 /** A `scans` row as Postgres returns it. */
@@ -20,9 +24,11 @@ export interface ScanRow {
   site_id: string;
   status: ScanStatus;
   score: number | null;
+  trigger: ScanTrigger;
   started_at: Date;
   completed_at: Date | null;
   failed_at: Date | null;
+  categories: ScanCategory[];
 }
 
 export function toScan(row: ScanRow): Scan {
@@ -31,9 +37,11 @@ export function toScan(row: ScanRow): Scan {
     siteId: row.site_id,
     status: row.status,
     score: row.score === null ? null : Number(row.score),
+    trigger: row.trigger,
     startedAt: row.started_at,
     completedAt: row.completed_at,
     failedAt: row.failed_at,
+    categories: row.categories,
   };
 }
 
@@ -43,20 +51,28 @@ export function assertScore(score: unknown, label = 'score'): number {
   return score;
 }
 
-/** Starts a scan of a site: a running scan never counts as the latest scan. */
-export async function startScan(db: DbOrTx, siteId: string): Promise<Scan> {
+/**
+ * Starts a scan of a site: a running scan never counts as the latest scan. `trigger` says who
+ * started it (`manual` unless given); a bad one is refused before anything is written.
+ */
+export async function startScan(db: DbOrTx, siteId: string, input: { trigger?: unknown } = {}): Promise<Scan> {
+  const trigger = parseScanTrigger(input.trigger);
   const site = await db('sites').where({ id: siteId }).first('id');
   if (!site) throw new NotFoundError(`site ${siteId} does not exist`);
-  const [row] = await db('scans').insert({ id: newId('scan'), site_id: siteId, status: 'running' }).returning('*');
+  const [row] = await db('scans').insert({ id: newId('scan'), site_id: siteId, status: 'running', trigger }).returning('*');
   return toScan(row as ScanRow);
 }
 
-/** Moves a running scan to completed; refuses any other state so a scan completes once. */
-export async function markScanCompleted(db: DbOrTx, scanId: string, score: number): Promise<Scan> {
+/**
+ * Moves a running scan to completed with its score and optional per-category breakdown; refuses
+ * any other state so a scan completes once.
+ */
+export async function markScanCompleted(db: DbOrTx, scanId: string, score: number, categories?: unknown): Promise<Scan> {
   assertScore(score);
+  const breakdown = parseScanCategories(categories);
   const [row] = await db('scans')
     .where({ id: scanId, status: 'running' })
-    .update({ status: 'completed', score, completed_at: db.fn.now(3) })
+    .update({ status: 'completed', score, completed_at: db.fn.now(3), categories: JSON.stringify(breakdown) })
     .returning('*');
   if (!row) throw await explainNotRunning(db, scanId);
   return toScan(row as ScanRow);

@@ -1,5 +1,6 @@
 import type { DbOrTx } from '../db/knex.js';
 import { InputError, NotFoundError } from '../errors.js';
+import { runHotRead, hotRead } from '../db/hot-read.js';
 import { newId } from '../ids.js';
 import { normalizeDomain } from './domain.js';
 
@@ -65,36 +66,44 @@ export async function createSite(
   return toSummary(row as SiteRow);
 }
 
+const LIST_SITES = hotRead(
+  'svc_list_sites',
+  // Served by sites_account_created_idx in order: only `limit` index entries are read, never sorted.
+  `SELECT id, domain, name, status, created_at FROM sites
+    WHERE account_id = ?
+    ORDER BY created_at DESC, id DESC
+    LIMIT ?`,
+);
+
 /** The newest sites of one account, most recently added first (spec §4.1). */
 export async function listSites(db: DbOrTx, accountId: string, limit = SITES_LIST_LIMIT): Promise<SiteSummary[]> {
-  const rows = (await db('sites')
-    .where({ account_id: accountId })
-    .orderBy([
-      { column: 'created_at', order: 'desc' },
-      { column: 'id', order: 'desc' },
-    ])
-    .limit(limit)
-    .select(SUMMARY_COLUMNS)
-    .options({ name: `svc_list_sites_${limit}` })) as SiteRow[];
+  const rows = await runHotRead<SiteRow>(db, LIST_SITES, [accountId, limit]);
   return rows.map(toSummary);
+}
+
+const SITE_DETAIL = hotRead(
+  'svc_site_detail',
+  `SELECT s.id, s.domain, s.name, s.status, s.created_at,
+          l.id AS scan_id, l.score AS scan_score, l.completed_at AS scan_completed_at
+     FROM sites s
+     LEFT JOIN LATERAL (
+       SELECT c.id, c.score, c.completed_at FROM scans c
+        WHERE c.site_id = s.id AND c.status = 'completed'
+        ORDER BY c.completed_at DESC, c.id DESC
+        LIMIT 1
+     ) l ON true
+    WHERE s.id = ? AND s.account_id = ?`,
+);
+
+interface SiteDetailRow extends SiteRow {
+  scan_id: string | null;
+  scan_score: number | null;
+  scan_completed_at: Date | null;
 }
 
 /** One site of one account with its latest completed scan; NotFoundError for any other id. */
 export async function getSiteDetail(db: DbOrTx, accountId: string, siteId: string): Promise<SiteDetail> {
-  const result = await db.raw(
-    `SELECT s.id, s.domain, s.name, s.status, s.created_at,
-            l.id AS scan_id, l.score AS scan_score, l.completed_at AS scan_completed_at
-       FROM sites s
-       LEFT JOIN LATERAL (
-         SELECT c.id, c.score, c.completed_at FROM scans c
-          WHERE c.site_id = s.id AND c.status = 'completed'
-          ORDER BY c.completed_at DESC, c.id DESC
-          LIMIT 1
-       ) l ON true
-      WHERE s.id = ? AND s.account_id = ?`,
-    [siteId, accountId],
-  ).options({ name: 'svc_site_detail' });
-  const row = result.rows[0] as (SiteRow & { scan_id: string | null; scan_score: number | null; scan_completed_at: Date | null }) | undefined;
+  const [row] = await runHotRead<SiteDetailRow>(db, SITE_DETAIL, [siteId, accountId]);
   if (!row) throw new NotFoundError('No site with this id exists in your account.');
   const latestScan: LatestScan | null =
     row.scan_id === null

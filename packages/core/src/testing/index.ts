@@ -74,3 +74,66 @@ export async function createIsolatedDatabase(): Promise<{ url: string; drop(): P
     drop: () => dropDatabase(url.toString()),
   };
 }
+export * from './capturing-logger.js';
+
+/** A loopback port nothing listens on right now (bound and released), for servers a test starts. */
+export async function freePort(): Promise<number> {
+  const { createServer } = await import('node:net');
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/**
+ * The value of one sample in a Prometheus text scrape: the line of metric `name` whose labels are
+ * exactly `labels` (in any order); undefined when there is none.
+ */
+export function scrapeSample(text: string, name: string, labels: Record<string, string> = {}): number | undefined {
+  for (const line of text.split('\n')) {
+    const match = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
+    if (!match || match[1] !== name) continue;
+    const found: Record<string, string> = {};
+    for (const pair of (match[2] ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) found[pair[1]!] = pair[2]!;
+    const wanted = Object.entries(labels);
+    if (Object.keys(found).length === wanted.length && wanted.every(([key, value]) => found[key] === value)) return Number(match[3]);
+  }
+  return undefined;
+}
+
+/**
+ * A GET on a fresh connection that is closed after it (fetch would keep an idle socket in its
+ * pool past the end of the test file, and jest would wait for it).
+ */
+export async function httpGet(url: string, method = 'GET'): Promise<{ status: number; contentType: string; text: string }> {
+  const { request } = await import('node:http');
+  return new Promise((resolve, reject) => {
+    const req = request(url, { method, agent: false, headers: { connection: 'close' } }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (chunk: Buffer) => chunks.push(chunk));
+      res.on('end', () =>
+        resolve({ status: res.statusCode ?? 0, contentType: String(res.headers['content-type'] ?? ''), text: Buffer.concat(chunks).toString('utf8') }),
+      );
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+/** A port some other server holds (every interface), as a second process would find its default taken. */
+export async function holdPort(): Promise<{ port: number; release(): Promise<void> }> {
+  const { createServer } = await import('node:net');
+  const server = createServer((socket) => socket.end());
+  await new Promise<void>((resolve) => server.listen(0, resolve));
+  const address = server.address();
+  return {
+    port: typeof address === 'object' && address ? address.port : 0,
+    release: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}

@@ -1,5 +1,6 @@
 import type { DbOrTx } from '../db/knex.js';
 import { NotFoundError } from '../errors.js';
+import { runHotRead, hotRead } from '../db/hot-read.js';
 import { newId, randomHex } from '../ids.js';
 
 /** Spec §3.2 and §8: a subscription is disabled for good when failureCount reaches this. */
@@ -45,17 +46,17 @@ export async function createSubscription(
   return { id: row.id, url: row.url, events: row.events, secret: row.secret, createdAt: row.created_at };
 }
 
+const LIST_SUBSCRIPTIONS = hotRead(
+  'svc_list_subscriptions',
+  `SELECT id, url, events, status, created_at, last_delivery_at, failure_count
+     FROM webhook_subscriptions
+    WHERE account_id = ? AND status IN ('active', 'disabled')
+    ORDER BY created_at DESC, id DESC`,
+);
+
 /** Every subscription of the account, newest first, auto-disabled ones included, never the secret. */
 export async function listSubscriptions(db: DbOrTx, accountId: string): Promise<SubscriptionListing[]> {
-  const rows = await db('webhook_subscriptions')
-    .where({ account_id: accountId })
-    .whereIn('status', ['active', 'disabled'])
-    .orderBy([
-      { column: 'created_at', order: 'desc' },
-      { column: 'id', order: 'desc' },
-    ])
-    .select('id', 'url', 'events', 'status', 'created_at', 'last_delivery_at', 'failure_count')
-    .options({ name: 'svc_list_subscriptions' });
+  const rows = await runHotRead<SubscriptionListingRow>(db, LIST_SUBSCRIPTIONS, [accountId]);
   return rows.map((row) => ({
     id: row.id,
     url: row.url,
@@ -65,6 +66,16 @@ export async function listSubscriptions(db: DbOrTx, accountId: string): Promise<
     lastDeliveryAt: row.last_delivery_at,
     failureCount: row.failure_count,
   }));
+}
+
+interface SubscriptionListingRow {
+  id: string;
+  url: string;
+  events: string[];
+  status: SubscriptionStatus;
+  created_at: Date;
+  last_delivery_at: Date | null;
+  failure_count: number;
 }
 
 /**

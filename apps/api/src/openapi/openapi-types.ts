@@ -1,0 +1,50 @@
+/**
+ * The few OpenAPI 3.1 shapes the document's modules are written in. Schemas are plain JSON
+ * Schema 2020-12 objects: ajv compiles them as they are.
+ */
+export type JsonSchema = Record<string, unknown>;
+
+export interface OpenApiParameter {
+  name: string;
+  in: 'path' | 'query' | 'header';
+  required?: boolean;
+  description?: string;
+  schema: JsonSchema;
+  /** Our extension: what a valid value is, ending the invalid_query message "<name> must be <x-rule>." */
+  'x-rule'?: string;
+}
+
+export type Ref = { $ref: string };
+
+export interface OpenApiOperation {
+  operationId: string;
+  summary: string;
+  description?: string;
+  tags: string[];
+  security?: Array<Record<string, string[]>>;
+  parameters?: Array<OpenApiParameter | Ref>;
+  requestBody?: Record<string, unknown>;
+  responses: Record<string, Record<string, unknown> | Ref>;
+}
+
+export type OpenApiPathItem = Partial<Record<'get' | 'post' | 'put' | 'patch' | 'delete', OpenApiOperation>> & {
+  parameters?: Array<OpenApiParameter | Ref>;
+};
+
+/**
+ * One resource's part of the document. document.ts merges every module's maps into `paths`,
+ * `webhooks` and `components`; a name defined by two modules is an error at startup.
+ */
+export interface OpenApiModule {
+  tag?: { name: string; description: string };
+  paths?: Record<string, OpenApiPathItem>;
+  webhooks?: Record<string, OpenApiPathItem>;
+  schemas?: Record<string, JsonSchema>;
+  responses?: Record<string, Record<string, unknown>>;
+  parameters?: Record<string, OpenApiParameter>;
+  headers?: Record<string, Record<string, unknown>>;
+  securitySchemes?: Record<string, Record<string, unknown>>;
+}
+
+/** `#/components/<kind>/<name>`. */
+export const ref = (kind: 'schemas' | 'responses' | 'parameters' | 'headers', name: string): Ref => ({ $ref: `#/components/${kind}/${name}` });

@@ -1,0 +1,130 @@
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { countPendingDeliveries, createProcessRegistry, readWithin, type AttemptOutcome, type Db, type Queues, type RecordResult } from '@svc/core';
+
+/** What an attempt came to, as counted: one of these five, never anything a customer chose. */
+export type AttemptLabel = 'delivered' | 'retry' | 'failed' | 'blocked' | 'stale';
+/** Purged rows, by table. */
+export interface PurgedRows {
+  deliveries: number;
+  attempts: number;
+  events: number;
+}
+
+/** A scrape waits at most this long for Redis or Postgres; the gauge keeps its last value otherwise. */
+const SCRAPE_READ_MS = 1_000;
+const QUEUE_STATES = ['waiting', 'delayed', 'active'] as const;
+const SECONDS_BUCKETS = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+const LATENESS_BUCKETS = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800];
+
+/** The label of an attempt: the SSRF guard's refusal first (it also retries or fails), then the recorded result. */
+export function attemptLabel(outcome: Pick<AttemptOutcome, 'error'>, result: RecordResult): AttemptLabel {
+  if (outcome.error?.startsWith('blocked:')) return 'blocked';
+  return result.kind;
+}
+
+/**
+ * The dispatcher's metrics on a registry of its own. Labels are outcomes, queue names, states and
+ * table names only: nothing names an account, a subscription, a URL or a secret.
+ */
+export class DispatcherMetrics {
+  readonly registry: Registry;
+  private readonly attempts: Counter<'outcome'>;
+  private readonly duration: Histogram;
+  private readonly lateness: Histogram;
+  private readonly autoDisabled: Counter;
+  private readonly requeued: Counter<'kind'>;
+  private readonly purgedRows: Counter<'table'>;
+  private sources: { queues: Pick<Queues, 'fanout' | 'delivery'>; db: Db } | undefined;
+
+  constructor(registry: Registry = createProcessRegistry()) {
+    this.registry = registry;
+    this.attempts = new Counter({
+      name: 'svc_dispatcher_attempts_total',
+      help: 'Delivery attempts made, by outcome: delivered, retry, failed (permanently), blocked (SSRF guard), stale (recorded elsewhere first)',
+      labelNames: ['outcome'],
+      registers: [registry],
+    });
+    for (const outcome of ['delivered', 'retry', 'failed', 'blocked', 'stale']) this.attempts.inc({ outcome }, 0);
+    this.duration = new Histogram({
+      name: 'svc_dispatcher_attempt_duration_seconds',
+      help: 'Duration of one delivery attempt (connect to end of response, or error)',
+      buckets: SECONDS_BUCKETS,
+      registers: [registry],
+    });
+    this.lateness = new Histogram({
+      name: 'svc_dispatcher_attempt_lateness_seconds',
+      help: 'How long after its due time an attempt was claimed',
+      buckets: LATENESS_BUCKETS,
+      registers: [registry],
+    });
+    this.autoDisabled = new Counter({
+      name: 'svc_dispatcher_subscriptions_auto_disabled_total',
+      help: 'Subscriptions disabled after too many consecutive permanently failed deliveries',
+      registers: [registry],
+    });
+    this.requeued = new Counter({
+      name: 'svc_dispatcher_sweep_requeued_total',
+      help: 'Jobs the sweep queued again because Redis no longer held them, by kind (fanout, delivery)',
+      labelNames: ['kind'],
+      registers: [registry],
+    });
+    this.purgedRows = new Counter({
+      name: 'svc_dispatcher_retention_purged_rows_total',
+      help: 'Rows deleted by the retention purge (DELIVERY_RETENTION_DAYS), by table',
+      labelNames: ['table'],
+      registers: [registry],
+    });
+    for (const kind of ['fanout', 'delivery']) this.requeued.inc({ kind }, 0);
+    for (const table of ['deliveries', 'delivery_attempts', 'events']) this.purgedRows.inc({ table }, 0);
+    const metrics = this;
+    new Gauge({
+      name: 'svc_dispatcher_queue_jobs',
+      help: 'Jobs in the BullMQ queues, by queue and state (waiting, delayed, active); shared by every dispatcher',
+      labelNames: ['queue', 'state'],
+      registers: [registry],
+      async collect() {
+        const queues = metrics.sources?.queues;
+        if (!queues) return;
+        await Promise.all(
+          [queues.fanout, queues.delivery].map(async (queue) => {
+            const counts = await readWithin(SCRAPE_READ_MS, () => queue.getJobCounts(...QUEUE_STATES));
+            for (const state of QUEUE_STATES) if (counts) this.set({ queue: queue.name, state }, counts[state] ?? 0);
+          }),
+        );
+      },
+    });
+    new Gauge({
+      name: 'svc_dispatcher_pending_deliveries',
+      help: 'Deliveries pending in PostgreSQL (to be sent or retried), across all dispatchers',
+      registers: [registry],
+      async collect() {
+        const db = metrics.sources?.db;
+        const pending = db ? await readWithin(SCRAPE_READ_MS, () => countPendingDeliveries(db)) : undefined;
+        if (pending !== undefined) this.set(pending);
+      },
+    });
+  }
+
+  /** Where the queue and pending gauges read from at scrape time. */
+  watch(sources: { queues: Pick<Queues, 'fanout' | 'delivery'>; db: Db }): void {
+    this.sources = sources;
+  }
+
+  attemptFinished(outcome: Pick<AttemptOutcome, 'error' | 'durationMs'>, result: RecordResult, lateMs: number): void {
+    this.attempts.inc({ outcome: attemptLabel(outcome, result) });
+    this.duration.observe(outcome.durationMs / 1000);
+    this.lateness.observe(Math.max(0, lateMs) / 1000);
+    if (result.kind === 'failed' && result.disabledSubscription) this.autoDisabled.inc();
+  }
+
+  swept(requeued: { events: number; deliveries: number }): void {
+    this.requeued.inc({ kind: 'fanout' }, requeued.events);
+    this.requeued.inc({ kind: 'delivery' }, requeued.deliveries);
+  }
+
+  purged(rows: PurgedRows): void {
+    this.purgedRows.inc({ table: 'deliveries' }, rows.deliveries);
+    this.purgedRows.inc({ table: 'delivery_attempts' }, rows.attempts);
+    this.purgedRows.inc({ table: 'events' }, rows.events);
+  }
+}

@@ -1,0 +1,8 @@
+export { SiteVisibilityClient, type ClientOptions, type ScanHistoryQuery, type DeliveryLogQuery } from './client.js';
+export { SiteVisibilityError, WebhookVerificationError, type WebhookVerificationReason } from './errors.js';
+export type { RetryInfo, RetryReason, RequestOptions, TransportOptions } from './transport.js';
+export { walkPages, type Page } from './paging.js';
+export * from './types.js';
+export * from './webhooks/events.js';
+export { verifyWebhook, verifyWebhookDelivery, type VerifyOptions, type VerifiedDelivery, type HeaderSource } from './webhooks/verify.js';
+export { createWebhookHandler, type WebhookHandlerOptions } from './webhooks/handler.js';

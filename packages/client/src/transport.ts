@@ -1,0 +1,235 @@
+import { SiteVisibilityError } from './errors.js';
+
+/** Why a request is being tried again. */
+export type RetryReason = 'rate_limited' | 'server_error' | 'network_error';
+
+/** Passed to `onRetry` before each wait, so callers can log, count or cancel retries. */
+export interface RetryInfo {
+  method: string;
+  path: string;
+  /** 1 for the first retry, 2 for the second… */
+  retry: number;
+  /** How long the client waits before sending again. */
+  delayMs: number;
+  reason: RetryReason;
+  /** What the previous try ended with. */
+  error: SiteVisibilityError;
+}
+
+export interface TransportOptions {
+  /** The `svc_live_…` key. Keep it server-side (spec §5.6). */
+  apiKey: string;
+  /** Where the service runs, e.g. `https://api.example.com`; a trailing `/api/v1` is accepted too. */
+  baseUrl: string;
+  /** Retries of a GET or DELETE after a 5xx or a network failure (spec §7). Default 3. */
+  maxRetries?: number;
+  /** First backoff step; each retry doubles it, with full jitter. Default 500 ms. */
+  retryBaseDelayMs?: number;
+  /** The longest backoff step. Default 20 s. */
+  retryMaxDelayMs?: number;
+  /**
+   * On 429: `wait` sleeps for `Retry-After` (60 s per spec §7) and sends again, at most
+   * `maxRateLimitWaits` times; `throw` reports the 429 at once. Default `wait`.
+   */
+  onRateLimit?: 'wait' | 'throw';
+  /** Default 2. */
+  maxRateLimitWaits?: number;
+  /** Bound on one try, from sending to the whole answer read. Default 30 s. */
+  timeoutMs?: number;
+  /** Called before every retry; throw from it, or abort the request's signal, to stop retrying. */
+  onRetry?: (info: RetryInfo) => void;
+  /** A fetch of your own (instrumentation, proxies). Default: Node's global fetch. */
+  fetch?: typeof fetch;
+  /** Sent as User-Agent. */
+  userAgent?: string;
+}
+
+export interface RequestOptions {
+  /** Cancels the request and any wait between retries; the promise rejects with the signal's reason. */
+  signal?: AbortSignal;
+}
+
+/** Connection failures that prove the request never reached the server: safe to retry even a POST. */
+const NOT_SENT_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN']);
+const IDEMPOTENT = new Set(['GET', 'HEAD', 'DELETE']);
+const DEFAULT_RETRY_AFTER_SECONDS = 60;
+
+interface Envelope {
+  data?: unknown;
+  error?: { code?: unknown; message?: unknown };
+}
+
+/**
+ * Sends requests the way spec §7 asks a good client to: waits out 429s, retries 5xx and network
+ * failures with exponential backoff and jitter (GET and DELETE only: a POST is never sent twice
+ * once it may have reached the server), and turns every failure into one SiteVisibilityError.
+ */
+export class Transport {
+  private readonly base: string;
+  private readonly fetchImpl: typeof fetch;
+
+  constructor(private readonly options: TransportOptions) {
+    if (typeof options.apiKey !== 'string' || options.apiKey.trim() === '') throw new TypeError('apiKey is required');
+    let url: URL;
+    try {
+      url = new URL(options.baseUrl);
+    } catch {
+      throw new TypeError(`baseUrl is not a URL: ${String(options.baseUrl)}`);
+    }
+    this.base = url.toString().replace(/\/+$/, '').replace(/\/api\/v1$/, '');
+    this.fetchImpl = options.fetch ?? globalThis.fetch;
+  }
+
+  /** Performs one API call and returns the `data` member of the envelope. */
+  async request<T>(method: string, path: string, init: { query?: Record<string, string | number | undefined>; body?: unknown } & RequestOptions = {}): Promise<T> {
+    const url = new URL(`${this.base}/api/v1${path}`);
+    for (const [name, value] of Object.entries(init.query ?? {})) {
+      if (value !== undefined) url.searchParams.set(name, String(value));
+    }
+    const maxRetries = this.options.maxRetries ?? 3;
+    const maxRateLimitWaits = this.options.maxRateLimitWaits ?? 2;
+    let retries = 0;
+    let rateLimitWaits = 0;
+    for (;;) {
+      init.signal?.throwIfAborted();
+      let error: SiteVisibilityError;
+      let sent: boolean;
+      try {
+        return (await this.once(method, url, init)) as T;
+      } catch (caught) {
+        if (init.signal?.aborted) throw init.signal.reason;
+        if (!(caught instanceof SiteVisibilityError)) throw caught;
+        error = caught;
+        sent = !(error.cause && NOT_SENT_CODES.has(errorCode(error.cause) ?? ''));
+      }
+      let reason: RetryReason;
+      let delayMs: number;
+      if (error.code === 'rate_limited') {
+        if ((this.options.onRateLimit ?? 'wait') === 'throw' || rateLimitWaits >= maxRateLimitWaits) throw error;
+        rateLimitWaits += 1;
+        reason = 'rate_limited';
+        delayMs = (error.retryAfterSeconds ?? DEFAULT_RETRY_AFTER_SECONDS) * 1000;
+      } else if (error.retryable && (IDEMPOTENT.has(method) || !sent) && retries < maxRetries) {
+        retries += 1;
+        reason = error.status === 0 ? 'network_error' : 'server_error';
+        delayMs = Math.max(this.backoffMs(retries), (error.retryAfterSeconds ?? 0) * 1000);
+      } else {
+        throw error;
+      }
+      this.options.onRetry?.({ method, path, retry: retries + rateLimitWaits, delayMs, reason, error });
+      await sleep(delayMs, init.signal);
+    }
+  }
+
+  /** Full jitter (AWS's "exponential backoff and jitter"): uniform in [0, min(max, base·2^(n-1))]. */
+  private backoffMs(retry: number): number {
+    const base = this.options.retryBaseDelayMs ?? 500;
+    const max = this.options.retryMaxDelayMs ?? 20_000;
+    return Math.round(Math.random() * Math.min(max, base * 2 ** (retry - 1)));
+  }
+
+  private async once(method: string, url: URL, init: { body?: unknown } & RequestOptions): Promise<unknown> {
+    const timeoutMs = this.options.timeoutMs ?? 30_000;
+    const timeout = AbortSignal.timeout(timeoutMs);
+    const signal = init.signal ? AbortSignal.any([init.signal, timeout]) : timeout;
+    const headers: Record<string, string> = {
+      authorization: `Bearer ${this.options.apiKey}`,
+      accept: 'application/json',
+      'user-agent': this.options.userAgent ?? '@site-visibility/client',
+    };
+    if (init.body !== undefined) headers['content-type'] = 'application/json';
+    let response: Response;
+    let text: string;
+    try {
+      response = await this.fetchImpl(url, {
+        method,
+        headers,
+        body: init.body === undefined ? undefined : JSON.stringify(init.body),
+        redirect: 'error',
+        signal,
+      });
+      text = await response.text();
+    } catch (cause) {
+      if (init.signal?.aborted) throw init.signal.reason;
+      const timedOut = timeout.aborted;
+      throw new SiteVisibilityError({
+        code: 'network_error',
+        status: 0,
+        message: timedOut ? `no answer within ${timeoutMs} ms from ${method} ${url.pathname}` : `request failed: ${describeCause(cause)}`,
+        cause,
+      });
+    }
+    const requestId = response.headers.get('request-id');
+    const retryAfterSeconds = parseRetryAfter(response.headers.get('retry-after'));
+    if (response.status >= 500) {
+      throw new SiteVisibilityError({
+        code: 'server_error',
+        status: response.status,
+        message: `the service answered ${response.status}; retry later`,
+        requestId,
+        retryAfterSeconds,
+      });
+    }
+    let envelope: Envelope | undefined;
+    try {
+      envelope = JSON.parse(text) as Envelope;
+    } catch {
+      envelope = undefined;
+    }
+    if (response.ok && envelope && typeof envelope === 'object' && 'data' in envelope) return envelope.data;
+    const apiError = envelope?.error;
+    if (!response.ok && apiError && typeof apiError.code === 'string') {
+      throw new SiteVisibilityError({
+        code: apiError.code,
+        status: response.status,
+        message: typeof apiError.message === 'string' ? apiError.message : apiError.code,
+        requestId,
+        retryAfterSeconds,
+      });
+    }
+    throw new SiteVisibilityError({
+      code: 'invalid_response',
+      status: response.status,
+      message: `unexpected answer to ${method} ${url.pathname}: HTTP ${response.status}`,
+      requestId,
+    });
+  }
+}
+
+function parseRetryAfter(value: string | null): number | null {
+  if (value === null) return null;
+  if (/^\d+$/.test(value.trim())) return Number(value.trim());
+  const date = Date.parse(value);
+  return Number.isNaN(date) ? null : Math.max(0, Math.ceil((date - Date.now()) / 1000));
+}
+
+function errorCode(error: unknown): string | undefined {
+  const own = (error as { code?: unknown } | null)?.code;
+  if (typeof own === 'string') return own;
+  const cause = (error as { cause?: unknown } | null)?.cause;
+  return cause && cause !== error ? errorCode(cause) : undefined;
+}
+
+function describeCause(error: unknown): string {
+  const code = errorCode(error);
+  const message = error instanceof Error ? error.message : String(error);
+  return code ? `${code} (${message})` : message;
+}
+
+function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) {
+      reject(signal.reason);
+      return;
+    }
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal?.reason);
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}

@@ -1,0 +1,113 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { WebhookVerificationError } from '../errors.js';
+import type { WebhookEvent } from './events.js';
+import { verifyWebhookDelivery, type VerifyOptions } from './verify.js';
+
+export interface WebhookHandlerOptions extends VerifyOptions {
+  /** The subscription's secret, exactly as the create call returned it. */
+  secret: string;
+  /**
+   * Called once per delivery id within the window, after the 2xx has been sent. Keep it quick
+   * or hand the event to your own queue: the sender already has its answer and will not retry.
+   */
+  onEvent: (event: WebhookEvent, context: { deliveryId: string | null }) => void | Promise<void>;
+  /** Errors thrown by `onEvent`. Default: console.error. */
+  onError?: (error: unknown, context: { deliveryId: string | null }) => void;
+  /**
+   * How long a delivery id is remembered to drop repeats (spec §6.3.5). Default 48 h: longer
+   * than the whole retry schedule (1 min + 5 min + 30 min + 2 h + 12 h + 24 h).
+   */
+  dedupeWindowMs?: number;
+  /** Bound on remembered ids (memory). Default 100,000; the oldest are forgotten first. */
+  dedupeMaxEntries?: number;
+  /** Bodies larger than this are refused with 413 without being read. Default 1 MiB. */
+  maxBodyBytes?: number;
+}
+
+type Request = IncomingMessage & { body?: unknown; rawBody?: unknown };
+
+/**
+ * An Express (or plain node:http) handler for webhook deliveries: reads the raw body itself
+ * (mount it before any JSON body parser, or give it `express.raw()`'s Buffer), verifies the
+ * signature and timestamp, drops repeats of a delivery id within a window, answers 204 at once
+ * and then calls `onEvent`. A delivery that does not verify gets 400 and is never passed on.
+ */
+export function createWebhookHandler(options: WebhookHandlerOptions): (req: Request, res: ServerResponse) => void {
+  const windowMs = options.dedupeWindowMs ?? 48 * 60 * 60 * 1000;
+  const maxEntries = options.dedupeMaxEntries ?? 100_000;
+  const maxBodyBytes = options.maxBodyBytes ?? 1024 * 1024;
+  const seen = new Map<string, number>();
+  const onError = options.onError ?? ((error: unknown) => console.error('webhook handler: onEvent failed', error));
+
+  function firstSighting(deliveryId: string, now: number): boolean {
+    const expiry = seen.get(deliveryId);
+    if (expiry !== undefined && expiry > now) return false;
+    seen.delete(deliveryId);
+    seen.set(deliveryId, now + windowMs);
+    // Map keeps insertion order: the first entries are the oldest.
+    for (const [id, expires] of seen) {
+      if (seen.size <= maxEntries && expires > now) break;
+      seen.delete(id);
+    }
+    return true;
+  }
+
+  return (req, res) => {
+    void readRawBody(req, maxBodyBytes).then(
+      (body) => {
+        if (body === 'too-large') {
+          answer(res, 413, 'payload too large');
+          return;
+        }
+        let verified;
+        try {
+          verified = verifyWebhookDelivery(body, req.headers, options.secret, options);
+        } catch (error) {
+          if (error instanceof WebhookVerificationError) {
+            answer(res, 400, `webhook verification failed: ${error.reason}`);
+            return;
+          }
+          throw error;
+        }
+        const { deliveryId, event } = verified;
+        const fresh = deliveryId === null || firstSighting(deliveryId, Date.now());
+        answer(res, 204);
+        if (!fresh) return;
+        Promise.resolve()
+          .then(() => options.onEvent(event, { deliveryId }))
+          .catch((error: unknown) => onError(error, { deliveryId }));
+      },
+      (error: unknown) => {
+        onError(error, { deliveryId: null });
+        if (!res.headersSent) answer(res, 400, 'could not read the request body');
+      },
+    );
+  };
+}
+
+function answer(res: ServerResponse, status: number, text?: string): void {
+  if (res.headersSent) return;
+  if (text === undefined) {
+    res.writeHead(status).end();
+    return;
+  }
+  res.writeHead(status, { 'content-type': 'text/plain; charset=utf-8' }).end(text);
+}
+
+async function readRawBody(req: Request, maxBytes: number): Promise<Buffer | string | 'too-large'> {
+  const given = req.rawBody ?? req.body;
+  if (Buffer.isBuffer(given) || typeof given === 'string') return given;
+  if (given !== undefined && given !== null && typeof given === 'object' && Object.keys(given).length > 0) {
+    throw new TypeError('the body was already parsed as JSON: mount the webhook handler before express.json(), or use express.raw({ type: "application/json" })');
+  }
+  const declared = Number(req.headers['content-length']);
+  if (Number.isFinite(declared) && declared > maxBytes) return 'too-large';
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > maxBytes) return 'too-large';
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks);
+}

@@ -1,0 +1,144 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { completeAiMonitorRun, completeScan, markScanFailed, startScan } from '@svc/core';
+import { seedAccount, seedSite } from '@svc/core/testing';
+import { SiteVisibilityClient, SiteVisibilityError, type ScanHistoryEntry } from '../src/index.js';
+import { startApi, type ListeningApi } from './support.js';
+
+let api: ListeningApi;
+
+beforeAll(async () => {
+  api = await startApi({ RATE_LIMIT_PER_MINUTE: '100000' });
+});
+afterAll(async () => {
+  await api.close();
+});
+
+const producer = () => ({ db: api.db, queues: api.queues });
+
+async function customer(scopes: Parameters<typeof seedAccount>[1] = ['read:sites', 'read:scans', 'read:ai-monitor', 'read:webhooks', 'write:webhooks']) {
+  const { accountId, key } = await seedAccount(api.db, scopes);
+  return { accountId, client: new SiteVisibilityClient({ apiKey: key, baseUrl: api.baseUrl }) };
+}
+
+async function completedScan(siteId: string, score: number) {
+  const scan = await startScan(api.db, siteId, { trigger: 'scheduled' });
+  return (await completeScan(producer(), { scanId: scan.id, score, categories: [{ name: 'Performance', score: score / 2 }] })).scan;
+}
+
+async function errorOf(promise: Promise<unknown>): Promise<SiteVisibilityError> {
+  const outcome = await promise.then(
+    () => undefined,
+    (error: unknown) => error,
+  );
+  if (!(outcome instanceof SiteVisibilityError)) throw new Error(`expected a SiteVisibilityError, got ${String(outcome)}`);
+  return outcome;
+}
+
+describe('every read method against the real API', () => {
+  it('walks the whole score history across pages, latest first, while new scans complete, each scan once', async () => {
+    const { accountId, client } = await customer();
+    const site = await seedSite(api.db, accountId);
+    const existing = [];
+    for (let i = 0; i < 7; i++) existing.push(await completedScan(site.id, i));
+
+    const walked: ScanHistoryEntry[] = [];
+    for await (const scan of client.scans.history(site.id, { limit: 3 })) {
+      walked.push(scan);
+      if (walked.length === 2) await completedScan(site.id, 99); // newer than every page still to come
+    }
+
+    expect(walked.map((s) => s.id)).toEqual(existing.map((s) => s.id).reverse());
+    expect(walked[0]).toEqual({
+      id: existing[6]!.id,
+      score: 6,
+      status: 'completed',
+      trigger: 'scheduled',
+      startedAt: expect.any(String),
+      completedAt: existing[6]!.completedAt!.toISOString(),
+    });
+  });
+
+  it('fetches only what completed after `since`, as a nightly job does with its checkpoint', async () => {
+    const { accountId, client } = await customer();
+    const site = await seedSite(api.db, accountId);
+    const old = await completedScan(site.id, 1);
+    const fresh = await completedScan(site.id, 2);
+
+    const since: string[] = [];
+    for await (const scan of client.scans.history(site.id, { since: old.completedAt! })) since.push(scan.id);
+
+    expect(since).toEqual([fresh.id]);
+  });
+
+  it('reads one scan of any status with its categories, and the latest AI Monitor run or null', async () => {
+    const { accountId, client } = await customer();
+    const site = await seedSite(api.db, accountId);
+    const done = await completedScan(site.id, 80);
+    const failed = await markScanFailed(api.db, (await startScan(api.db, site.id)).id);
+
+    const before = await client.aiMonitor.latest(site.id);
+    const { run } = await completeAiMonitorRun(producer(), { siteId: site.id, compositeScore: 71.5, engines: [{ engine: 'chatgpt', score: 70 }] });
+    const after = await client.aiMonitor.latest(site.id);
+
+    expect(await client.scans.get(done.id)).toMatchObject({ id: done.id, status: 'completed', score: 80, categories: [{ name: 'Performance', score: 40 }] });
+    expect(await client.scans.get(failed.id)).toMatchObject({ id: failed.id, status: 'failed', score: null, completedAt: null, categories: [] });
+    expect(before).toBeNull();
+    expect(after).toEqual({ id: run.id, siteId: site.id, status: 'completed', compositeScore: 71.5, completedAt: expect.any(String), engines: [{ engine: 'chatgpt', score: 70 }] });
+  });
+
+  it('creates, lists and deletes a subscription, the secret shown once', async () => {
+    const { client } = await customer();
+
+    const created = await client.webhooks.create({ url: 'https://hooks.example.com/svc', events: ['scan.completed'] });
+    const listed = await client.webhooks.list();
+    const deleted = await client.webhooks.delete(created.id);
+    const afterDelete = await client.webhooks.list();
+
+    expect(created.secret).toMatch(/^[0-9a-f]{64}$/);
+    expect(listed).toEqual([expect.objectContaining({ id: created.id, url: created.url, events: ['scan.completed'], failureCount: 0, lastDeliveryAt: null })]);
+    expect(listed[0]).not.toHaveProperty('secret');
+    expect(deleted).toEqual({ deleted: true, id: created.id });
+    expect(afterDelete).toEqual([]);
+  });
+});
+
+describe('every error code reaches the caller as SiteVisibilityError', () => {
+  it('names the spec’s codes with their statuses', async () => {
+    const { accountId, client } = await customer();
+    const site = await seedSite(api.db, accountId);
+    const other = await customer();
+    const narrow = await customer(['read:sites']);
+
+    const cases = await Promise.all([
+      errorOf(other.client.sites.get(site.id)),
+      errorOf(narrow.client.scans.historyPage(site.id)),
+      errorOf(narrow.client.aiMonitor.latest(site.id)),
+      errorOf(client.scans.historyPage(site.id, { limit: 0 })),
+      errorOf(client.scans.historyPage(site.id, { cursor: 'not-a-cursor' })),
+      errorOf(client.scans.historyPage(site.id, { since: 'yesterday' })),
+      errorOf(client.webhooks.create({ url: 'http://plain.example.com', events: ['*'] })),
+      errorOf(client.webhooks.create({ url: 'https://ok.example.com', events: ['scan.started' as never] })),
+      errorOf(client.webhooks.delete('wh_unknown')),
+      errorOf(new SiteVisibilityClient({ apiKey: 'not-a-key', baseUrl: api.baseUrl }).sites.list()),
+    ]);
+
+    expect(cases.map((e) => [e.code, e.status])).toEqual([
+      ['not_found', 404],
+      ['insufficient_scope', 403],
+      ['insufficient_scope', 403],
+      ['invalid_query', 400],
+      ['invalid_query', 400],
+      ['invalid_query', 400],
+      ['invalid_url', 400],
+      ['invalid_events', 400],
+      ['not_found', 404],
+      ['invalid_key', 401],
+    ]);
+    expect(cases[1]!.message).toContain('read:scans');
+    expect(cases[2]!.message).toContain('read:ai-monitor');
+    expect(cases[3]!.message).toContain('limit');
+    expect(cases[4]!.message).toContain('cursor');
+    expect(cases[5]!.message).toContain('since');
+    expect(cases.every((e) => /^[0-9a-f-]{36}$/.test(e.requestId ?? ''))).toBe(true);
+  });
+});

@@ -1,0 +1,149 @@
+import { createServer } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { seedAccount, seedSite } from '@svc/core/testing';
+import { SiteVisibilityClient, SiteVisibilityError, type RetryInfo } from '../src/index.js';
+import { startApi, type ListeningApi } from './support.js';
+
+let api: ListeningApi;
+let broken: ListeningApi;
+let brokenRequests = 0;
+/** The shape of a key (so the API looks it up), matching none. */
+const WELL_FORMED_UNKNOWN_KEY = `svc_live_${'A'.repeat(32)}`;
+
+beforeAll(async () => {
+  api = await startApi({ RATE_LIMIT_PER_MINUTE: '3' });
+  // The real API over a database that does not exist: every query fails, so it answers 500.
+  broken = await startApi({ DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/svc_test_does_not_exist' });
+  broken.server.on('request', () => {
+    brokenRequests += 1;
+  });
+});
+afterAll(async () => {
+  await api.close();
+  await broken.close();
+});
+
+async function caught(promise: Promise<unknown>): Promise<SiteVisibilityError> {
+  try {
+    await promise;
+  } catch (error) {
+    if (error instanceof SiteVisibilityError) return error;
+    throw error;
+  }
+  throw new Error('expected the call to fail');
+}
+
+/** A loopback port with nothing listening on it. */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+describe('SiteVisibilityClient against the real API', () => {
+  it('reads the account’s sites and one site, ignoring the base url’s trailing /api/v1', async () => {
+    const { accountId, key } = await seedAccount(api.db, ['read:sites']);
+    const site = await seedSite(api.db, accountId, { name: 'Acme' });
+    const client = new SiteVisibilityClient({ apiKey: key, baseUrl: `${api.baseUrl}/api/v1/` });
+
+    const sites = await client.sites.list();
+    const detail = await client.sites.get(site.id);
+
+    expect(sites.map((s) => s.id)).toEqual([site.id]);
+    expect(detail).toEqual({ ...sites[0], latestScan: null });
+  });
+
+  it('turns the error envelope into SiteVisibilityError with code, status, message and Request-Id', async () => {
+    const { key } = await seedAccount(api.db, ['read:webhooks']);
+    const client = new SiteVisibilityClient({ apiKey: key, baseUrl: api.baseUrl });
+
+    const scope = await caught(client.sites.list());
+    const missing = await caught(new SiteVisibilityClient({ apiKey: 'svc_live_unknown', baseUrl: api.baseUrl }).sites.list());
+
+    expect(scope).toMatchObject({ code: 'insufficient_scope', status: 403, retryable: false });
+    expect(scope.message).toContain('read:sites');
+    expect(scope.requestId).toMatch(/^[0-9a-f-]{36}$/);
+    expect(missing).toMatchObject({ code: 'invalid_key', status: 401 });
+  });
+
+  it('reports a 429 at once when asked to, with Retry-After', async () => {
+    const { key } = await seedAccount(api.db, ['read:webhooks']);
+    const client = new SiteVisibilityClient({ apiKey: key, baseUrl: api.baseUrl, onRateLimit: 'throw' });
+    for (let i = 0; i < 3; i++) await client.webhooks.list();
+
+    const limited = await caught(client.webhooks.list());
+
+    expect(limited).toMatchObject({ code: 'rate_limited', status: 429, retryAfterSeconds: 60 });
+  });
+
+  it('waits Retry-After on a 429 by default, tells onRetry, and the wait can be cancelled', async () => {
+    const { key } = await seedAccount(api.db, ['read:webhooks']);
+    const controller = new AbortController();
+    const retries: RetryInfo[] = [];
+    const client = new SiteVisibilityClient({
+      apiKey: key,
+      baseUrl: api.baseUrl,
+      onRetry: (info) => {
+        retries.push(info);
+        controller.abort(new Error('cancelled by the caller'));
+      },
+    });
+    for (let i = 0; i < 3; i++) await client.webhooks.list();
+
+    const outcome = await client.webhooks.list({ signal: controller.signal }).then(
+      () => 'resolved',
+      (error: Error) => error.message,
+    );
+
+    expect(outcome).toBe('cancelled by the caller');
+    expect(retries).toHaveLength(1);
+    expect(retries[0]).toMatchObject({ method: 'GET', path: '/webhooks', retry: 1, delayMs: 60_000, reason: 'rate_limited' });
+  });
+
+  it('retries a GET after a 5xx with backoff, a bounded number of times, then reports server_error', async () => {
+    const { key } = await seedAccount(api.db, ['read:sites']);
+    const retries: RetryInfo[] = [];
+    const client = new SiteVisibilityClient({ apiKey: key, baseUrl: broken.baseUrl, maxRetries: 2, retryBaseDelayMs: 10, onRetry: (info) => retries.push(info) });
+    const before = brokenRequests;
+
+    const error = await caught(client.sites.list());
+
+    expect(error).toMatchObject({ code: 'server_error', status: 500, retryable: true });
+    expect(brokenRequests - before).toBe(3);
+    expect(retries.map((r) => [r.retry, r.reason])).toEqual([
+      [1, 'server_error'],
+      [2, 'server_error'],
+    ]);
+    expect(retries.every((r) => r.delayMs >= 0 && r.delayMs <= 10 * 2 ** (r.retry - 1))).toBe(true);
+  });
+
+  it('never sends a POST twice once it may have reached the server', async () => {
+    const client = new SiteVisibilityClient({ apiKey: WELL_FORMED_UNKNOWN_KEY, baseUrl: broken.baseUrl, maxRetries: 3, retryBaseDelayMs: 1 });
+    const before = brokenRequests;
+
+    const error = await caught(client.webhooks.create({ url: 'https://example.com/hook', events: ['*'] }));
+
+    expect(error).toMatchObject({ code: 'server_error', status: 500 });
+    expect(brokenRequests - before).toBe(1);
+  });
+
+  it('retries a connection that was refused, even a POST, since nothing was sent', async () => {
+    const retries: RetryInfo[] = [];
+    const client = new SiteVisibilityClient({ apiKey: WELL_FORMED_UNKNOWN_KEY, baseUrl: `http://127.0.0.1:${await closedPort()}`, maxRetries: 2, retryBaseDelayMs: 1, onRetry: (info) => retries.push(info) });
+
+    const error = await caught(client.webhooks.create({ url: 'https://example.com/hook', events: ['*'] }));
+
+    expect(error).toMatchObject({ code: 'network_error', status: 0, requestId: null });
+    expect(error.message).toContain('ECONNREFUSED');
+    expect(retries.map((r) => r.reason)).toEqual(['network_error', 'network_error']);
+  });
+
+  it('stops at once when the signal is aborted before the call', async () => {
+    const client = new SiteVisibilityClient({ apiKey: WELL_FORMED_UNKNOWN_KEY, baseUrl: api.baseUrl });
+    const controller = new AbortController();
+    controller.abort(new Error('stop'));
+    await expect(client.sites.list({ signal: controller.signal })).rejects.toThrow('stop');
+  });
+});

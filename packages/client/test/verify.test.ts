@@ -1,0 +1,101 @@
+import { describe, expect, it } from '@jest/globals';
+import { Webhook } from 'standardwebhooks';
+import { signBody } from '@svc/core';
+import { verifyWebhook, verifyWebhookDelivery, WebhookVerificationError, isEventOfType } from '../src/index.js';
+
+// Known-answer vectors computed independently with openssl:
+//   printf '%s' "$BODY" | openssl dgst -sha256 -hmac "$SECRET"
+//   printf '%s' "msg_1.1795406400.$BODY" | openssl dgst -sha256 -hmac "$SECRET" -binary | base64
+const SECRET = '0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef';
+const BODY =
+  '{"event":"scan.completed","timestamp":"2026-11-23T04:00:00.000Z","data":{"scanId":"scan_1","siteId":"site_1","domain":"acme.example","score":87.5}}';
+const V1 = 'sha256=fe3766d29d816ff91d730a2533c1ff67619700d80fccce3c9ed9bea9179abbf6';
+const STANDARD = 'v1,gt7DrPVRPWbZxeLBxfBoRALTe6R09PncYeDmEZJbnFA=';
+const SENT_AT = 1795406400; // 2026-11-23T04:00:00Z
+const at = (seconds: number) => () => new Date(seconds * 1000);
+
+const headers = (extra: Record<string, string> = {}) => ({
+  'content-type': 'application/json',
+  'x-service-signature': V1,
+  'x-service-event': 'scan.completed',
+  'x-service-delivery-id': 'msg_1',
+  'webhook-id': 'msg_1',
+  'webhook-timestamp': String(SENT_AT),
+  'webhook-signature': STANDARD,
+  ...extra,
+});
+
+function reasonOf(fn: () => unknown): string {
+  try {
+    fn();
+  } catch (error) {
+    if (error instanceof WebhookVerificationError) return error.reason;
+    throw error;
+  }
+  return 'verified';
+}
+
+describe('verifyWebhook', () => {
+  it('accepts the known-answer vector and returns the typed event', () => {
+    const event = verifyWebhook(BODY, headers(), SECRET, { now: at(SENT_AT + 10) });
+    expect(event.event).toBe('scan.completed');
+    expect(isEventOfType(event, 'scan.completed') && event.data.score).toBe(87.5);
+  });
+
+  it('agrees with the dispatcher’s own signing for bodies of every kind of byte', () => {
+    const body = JSON.stringify({ event: 'power_up.deployed', timestamp: new Date().toISOString(), data: { deploymentId: 'dep_é✓😀', siteId: 's', powerUpId: 'p\u0000' } });
+    const delivery = verifyWebhookDelivery(Buffer.from(body), { 'x-service-signature': signBody(body, SECRET), 'x-service-delivery-id': 'dlv_1' }, SECRET, { requireTimestamp: false });
+    expect(delivery).toEqual({ deliveryId: 'dlv_1', event: JSON.parse(body) });
+  });
+
+  it('agrees with the standardwebhooks library, keyed with whsec_ + base64 of the secret as returned', () => {
+    const wh = new Webhook(`whsec_${Buffer.from(SECRET, 'utf8').toString('base64')}`);
+    const sign = wh.sign('msg_1', new Date(SENT_AT * 1000), BODY);
+    expect(sign).toBe(STANDARD);
+    expect(wh.verify(BODY, { 'webhook-id': 'msg_1', 'webhook-timestamp': String(Math.floor(Date.now() / 1000)), 'webhook-signature': wh.sign('msg_1', new Date(), BODY) })).toEqual(JSON.parse(BODY));
+  });
+
+  it('accepts a Headers object as fetch gives it, and headers in any case', () => {
+    expect(verifyWebhook(BODY, new Headers(headers()), SECRET, { now: at(SENT_AT) }).event).toBe('scan.completed');
+    const upper = Object.fromEntries(Object.entries(headers()).map(([k, v]) => [k.toUpperCase(), v]));
+    expect(verifyWebhook(BODY, upper, SECRET, { now: at(SENT_AT) }).event).toBe('scan.completed');
+  });
+
+  it('refuses a changed body, a wrong secret, and a missing or malformed signature', () => {
+    expect(reasonOf(() => verifyWebhook(BODY.replace('87.5', '97.5'), headers(), SECRET, { now: at(SENT_AT) }))).toBe('invalid_signature');
+    expect(reasonOf(() => verifyWebhook(BODY, headers(), SECRET.replace('0', '1'), { now: at(SENT_AT) }))).toBe('invalid_signature');
+    const { 'x-service-signature': _dropped, ...unsigned } = headers();
+    expect(reasonOf(() => verifyWebhook(BODY, unsigned, SECRET, { now: at(SENT_AT) }))).toBe('missing_signature');
+    expect(reasonOf(() => verifyWebhook(BODY, headers({ 'x-service-signature': 'sha256=zz' }), SECRET, { now: at(SENT_AT) }))).toBe('invalid_signature');
+    expect(reasonOf(() => verifyWebhook(BODY, headers({ 'webhook-signature': 'v1,AAAA' }), SECRET, { now: at(SENT_AT) }))).toBe('invalid_signature');
+  });
+
+  it('refuses a replay outside the tolerance, in either direction, and a non-numeric timestamp', () => {
+    expect(reasonOf(() => verifyWebhook(BODY, headers(), SECRET, { now: at(SENT_AT + 301) }))).toBe('timestamp_too_old');
+    expect(reasonOf(() => verifyWebhook(BODY, headers(), SECRET, { now: at(SENT_AT - 301) }))).toBe('timestamp_too_new');
+    expect(reasonOf(() => verifyWebhook(BODY, headers(), SECRET, { now: at(SENT_AT + 3_000), toleranceSeconds: 3_600 }))).toBe('verified');
+    expect(reasonOf(() => verifyWebhook(BODY, headers({ 'webhook-timestamp': '17954064OO' }), SECRET, { now: at(SENT_AT) }))).toBe('invalid_timestamp');
+  });
+
+  it('refuses a capture stripped of its Standard Webhooks headers (a replay), unless told the sender has none', () => {
+    const stripped = { 'x-service-signature': V1, 'x-service-delivery-id': 'msg_1' };
+    expect(reasonOf(() => verifyWebhook(BODY, stripped, SECRET))).toBe('missing_timestamp');
+    expect(reasonOf(() => verifyWebhook(BODY, stripped, SECRET, { requireTimestamp: false }))).toBe('verified');
+  });
+
+  it('refuses a webhook-id that differs from X-Service-Delivery-Id', () => {
+    expect(reasonOf(() => verifyWebhook(BODY, headers({ 'x-service-delivery-id': 'msg_2' }), SECRET, { now: at(SENT_AT) }))).toBe('id_mismatch');
+  });
+
+  it('passes an event type it does not know through as such', () => {
+    const body = JSON.stringify({ event: 'site.renamed', timestamp: '2027-01-01T00:00:00.000Z', data: { siteId: 's' } });
+    const event = verifyWebhook(body, { 'x-service-signature': signBody(body, SECRET) }, SECRET, { requireTimestamp: false });
+    expect(event).toEqual({ event: 'site.renamed', timestamp: '2027-01-01T00:00:00.000Z', data: { siteId: 's' } });
+  });
+
+  it('refuses a signed body that is not an event envelope, and parsed JSON instead of raw bytes', () => {
+    const body = '[1,2]';
+    expect(reasonOf(() => verifyWebhook(body, { 'x-service-signature': signBody(body, SECRET) }, SECRET, { requireTimestamp: false }))).toBe('invalid_body');
+    expect(reasonOf(() => verifyWebhook(JSON.parse(BODY) as never, headers(), SECRET))).toBe('invalid_body');
+  });
+});

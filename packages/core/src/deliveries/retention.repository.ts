@@ -1,0 +1,94 @@
+/** Operator-side, unscoped retention purge of the dispatchers: never reached by a customer's request. */
+import type { Db, DbOrTx } from '../db/knex.js';
+
+/** The advisory lock every dispatcher's purge takes per batch: one purger at a time, however many run. */
+export const RETENTION_LOCK_KEY = 7_311_043_926_150_001;
+
+export interface RetentionOptions {
+  /** Finished deliveries whose last attempt (and finish) is older than this many days go. */
+  retentionDays: number;
+  /** Rows per table per batch: each batch is one short transaction. */
+  batchSize: number;
+  /** Batches per run at most, so one run never holds a dispatcher's connection for long. */
+  maxBatches: number;
+}
+
+export interface PurgeResult {
+  /** False when another dispatcher held the lock: this run purged nothing. */
+  ran: boolean;
+  deliveries: number;
+  attempts: number;
+  events: number;
+}
+
+const CUTOFF = `clock_timestamp() - make_interval(days => :days)`;
+
+/**
+ * Finished (delivered or permanently failed) deliveries finished before the cutoff and with no
+ * attempt since, with their attempts. A pending delivery is never chosen; a row another
+ * transaction holds (a redelivery, a revocation) is skipped, not waited for. A delivery that a
+ * redelivery still points at (redelivery_of, ON DELETE CASCADE) waits for that redelivery to go
+ * first: deleting it would cascade to the redelivery, pending or recent.
+ */
+const PURGE_DELIVERIES = `
+  WITH doomed AS (
+    SELECT d.id FROM deliveries d
+     WHERE d.status <> 'pending' AND d.finished_at < ${CUTOFF}
+       AND NOT EXISTS (SELECT 1 FROM delivery_attempts a WHERE a.delivery_id = d.id AND a.at >= ${CUTOFF})
+       AND NOT EXISTS (SELECT 1 FROM deliveries r WHERE r.redelivery_of = d.id)
+     ORDER BY d.finished_at
+     LIMIT :batch
+     FOR UPDATE SKIP LOCKED
+  ), attempts AS (
+    DELETE FROM delivery_attempts a USING doomed WHERE a.delivery_id = doomed.id RETURNING a.id
+  ), gone AS (
+    DELETE FROM deliveries d USING doomed WHERE d.id = doomed.id RETURNING d.id
+  )
+  SELECT (SELECT count(*) FROM gone)::int AS deliveries, (SELECT count(*) FROM attempts)::int AS attempts`;
+
+/**
+ * Events older than the cutoff with no delivery left, already fanned out (an event still waiting
+ * for its fan-out is work, not history). The row lock keeps a concurrent new delivery of it out.
+ */
+const PURGE_EVENTS = `
+  WITH doomed AS (
+    SELECT e.id FROM events e
+     WHERE e.created_at < ${CUTOFF} AND e.fanned_out_at IS NOT NULL
+       AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id)
+     ORDER BY e.created_at
+     LIMIT :batch
+     FOR UPDATE SKIP LOCKED
+  )
+  DELETE FROM events e USING doomed WHERE e.id = doomed.id RETURNING e.id`;
+
+/** One batch in one transaction under the advisory lock; undefined when another purger holds it. */
+async function purgeBatch(db: Db, options: RetentionOptions): Promise<Omit<PurgeResult, 'ran'> | undefined> {
+  return db.transaction(async (tx: DbOrTx) => {
+    const lock = await tx.raw('SELECT pg_try_advisory_xact_lock(?::bigint) AS locked', [String(RETENTION_LOCK_KEY)]);
+    if (!lock.rows[0]?.locked) return undefined;
+    const params = { days: options.retentionDays, batch: options.batchSize };
+    const deliveries = (await tx.raw(PURGE_DELIVERIES, params)).rows[0] as { deliveries: number; attempts: number };
+    const events = (await tx.raw(PURGE_EVENTS, params)).rows.length;
+    return { deliveries: deliveries.deliveries, attempts: deliveries.attempts, events };
+  });
+}
+
+/**
+ * Deletes expired history in batches until nothing old is left or maxBatches ran. The facts
+ * (sites, scans, AI Monitor runs, deployments) are never touched; nor is a pending delivery or
+ * an event that still has a delivery. retentionDays 0 keeps everything.
+ */
+export async function purgeExpiredHistory(db: Db, options: RetentionOptions): Promise<PurgeResult> {
+  const total: PurgeResult = { ran: false, deliveries: 0, attempts: 0, events: 0 };
+  if (options.retentionDays <= 0) return total;
+  for (let batch = 0; batch < options.maxBatches; batch += 1) {
+    const purged = await purgeBatch(db, options);
+    if (!purged) return total;
+    total.ran = true;
+    total.deliveries += purged.deliveries;
+    total.attempts += purged.attempts;
+    total.events += purged.events;
+    if (purged.deliveries < options.batchSize && purged.events < options.batchSize) break;
+  }
+  return total;
+}
