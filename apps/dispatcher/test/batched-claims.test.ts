@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { claimAttempts, insertEvent, newId, recordAttempts } from '@svc/core';
+import { claimAttempts, insertEvent, newId, recordAttempt, recordAttempts } from '@svc/core';
 import { uniqueTag } from '@svc/core/testing';
 import { createHarness, seedTenant, type Harness } from './support/harness.js';
 
@@ -98,5 +98,27 @@ describe('claims and records of several attempts in one statement', () => {
       ].sort((a, b) => a.delivery_id.localeCompare(b.delivery_id)),
     );
     expect(await h.db('webhook_subscriptions').where({ id: sub.id }).first('failure_count')).toEqual({ failure_count: 0 });
+  });
+
+  it('fails at once, unsent, a delivery whose attempt failed after its subscription was auto-disabled, and keeps failureCount at 100', async () => {
+    const tenant = await seedTenant(h);
+    const sub = await tenant.subscribe(`/ok/disabled-on-the-wire-${uniqueTag()}`);
+    const early = await delivery(tenant, sub.id);
+    const last = await delivery(tenant, sub.id, { attempt_count: 6 });
+    await claimAttempts(h.db, [{ deliveryId: early, attempt: 1 }, { deliveryId: last, attempt: 7 }], 60_000);
+    // The subscription reaches 100 through other deliveries while both attempts are on the wire.
+    await h.db('webhook_subscriptions').where({ id: sub.id }).update({ status: 'disabled', failure_count: 100 });
+    const failed = { startedAt: new Date(), durationMs: 5, statusCode: 500, error: 'HTTP 500', responseBytes: Buffer.from('no'), ok: false };
+
+    const [retried] = await recordAttempts(h.db, [{ attempt: { deliveryId: early, subscriptionId: sub.id, attempt: 1 }, outcome: failed }], [60_000, 1, 1, 1, 1, 1]);
+    const exhausted = await recordAttempt(h.db, { deliveryId: last, subscriptionId: sub.id, attempt: 7 }, failed, [1, 1, 1, 1, 1, 1]);
+
+    expect(retried).toEqual({ kind: 'failed', disabledSubscription: false, cancelled: [] });
+    expect(exhausted).toMatchObject({ kind: 'failed', disabledSubscription: false });
+    const rows = await h.db('deliveries').whereIn('id', [early, last]).select('id', 'status', 'attempt_count', 'next_attempt_at', 'failure_reason');
+    const byId = new Map(rows.map((row) => [row.id as string, row]));
+    expect(byId.get(early)).toMatchObject({ status: 'failed', attempt_count: 1, next_attempt_at: null, failure_reason: 'subscription disabled' });
+    expect(byId.get(last)).toMatchObject({ status: 'failed', attempt_count: 7, failure_reason: 'attempts exhausted' });
+    expect(await h.db('webhook_subscriptions').where({ id: sub.id }).first('status', 'failure_count')).toEqual({ status: 'disabled', failure_count: 100 });
   });
 });

@@ -123,15 +123,19 @@ export async function recordAttempts(db: Db, finished: readonly FinishedAttempt[
        ), gate AS (
          SELECT count(*) AS locked FROM locked
        ), moved AS (
+         -- A failed attempt of a subscription auto-disabled while it was on the wire is not
+         -- retried: the delivery fails unsent at once (spec §3.2), as the disable did to the rest.
          UPDATE deliveries d
-            SET status = CASE WHEN o.ok THEN 'delivered' ELSE d.status END,
+            SET status = CASE WHEN o.ok THEN 'delivered' WHEN s.status = 'disabled' THEN 'failed' ELSE d.status END,
                 attempt_count = o.n, locked_until = NULL,
                 claims = CASE WHEN o.ok THEN d.claims ELSE 0 END,
-                next_attempt_at = CASE WHEN o.ok THEN NULL ELSE clock_timestamp() + make_interval(secs => o.delay_secs) END,
-                finished_at = CASE WHEN o.ok THEN clock_timestamp() ELSE d.finished_at END
-           FROM o, gate
-          WHERE d.id = o.id AND d.status = 'pending' AND d.attempt_count = o.n - 1
-         RETURNING d.id, d.subscription_id, o.ok
+                next_attempt_at = CASE WHEN o.ok OR s.status = 'disabled' THEN NULL
+                                       ELSE clock_timestamp() + make_interval(secs => o.delay_secs) END,
+                finished_at = CASE WHEN o.ok OR s.status = 'disabled' THEN clock_timestamp() ELSE d.finished_at END,
+                failure_reason = CASE WHEN NOT o.ok AND s.status = 'disabled' THEN 'subscription disabled' ELSE d.failure_reason END
+           FROM o, gate, webhook_subscriptions s
+          WHERE d.id = o.id AND s.id = d.subscription_id AND d.status = 'pending' AND d.attempt_count = o.n - 1
+         RETURNING d.id, d.subscription_id, o.ok, (NOT o.ok AND s.status = 'disabled') AS disabled_unsent
        ), attempt AS (
          INSERT INTO delivery_attempts (delivery_id, n, at, status_code, error, duration_ms, response_excerpt, response_excerpt_bytes)
          SELECT o.id, o.n, o.at, o.status_code, o.error, o.duration_ms, o.excerpt, o.excerpt_bytes
@@ -141,7 +145,7 @@ export async function recordAttempts(db: Db, finished: readonly FinishedAttempt[
          UPDATE webhook_subscriptions s SET last_delivery_at = clock_timestamp(), failure_count = 0
           WHERE s.id IN (SELECT subscription_id FROM moved WHERE ok) AND s.status = 'active'
        )
-       SELECT id FROM moved`,
+       SELECT id, disabled_unsent FROM moved`,
       {
         ids: finished.map((f) => f.attempt.deliveryId),
         ns: finished.map((f) => f.attempt.attempt),
@@ -156,20 +160,31 @@ export async function recordAttempts(db: Db, finished: readonly FinishedAttempt[
         deliveredSubscriptions,
       },
     )
-    .options({ name: 'svc_record_attempts_v2' });
-  const moved = new Set((result.rows as Array<{ id: string }>).map((row) => row.id));
+    .options({ name: 'svc_record_attempts_v3' });
+  const moved = new Map((result.rows as MovedRow[]).map((row) => [row.id, row]));
   return finished.map(({ attempt, outcome }, i): RecordResult => {
-    if (!moved.has(attempt.deliveryId)) return { kind: 'stale' };
+    const row = moved.get(attempt.deliveryId);
+    if (!row) return { kind: 'stale' };
+    if (row.disabled_unsent) return { kind: 'failed', disabledSubscription: false, cancelled: [] };
     return outcome.ok ? { kind: 'delivered' } : { kind: 'retry', nextAttempt: attempt.attempt + 1, delayMs: delaysMs[i] as number };
   });
+}
+
+/** One delivery the record statement moved on. */
+interface MovedRow {
+  id: string;
+  /** Its attempt failed after its subscription was auto-disabled: failed unsent, not retried. */
+  disabled_unsent: boolean;
 }
 
 async function countPermanentFailure(
   tx: DbOrTx,
   subscriptionId: string,
 ): Promise<{ disabledSubscription: boolean; cancelled: Array<{ deliveryId: string; attempt: number }> }> {
+  // Only an active subscription counts: one auto-disabled while this last attempt was on the wire
+  // keeps the failureCount that disabled it (spec §3.2, "failureCount intact").
   const [sub] = await tx('webhook_subscriptions')
-    .where({ id: subscriptionId })
+    .where({ id: subscriptionId, status: 'active' })
     .update({ failure_count: tx.raw('failure_count + 1') })
     .returning(['failure_count', 'status']);
   if (!sub || sub.status !== 'active' || sub.failure_count < AUTO_DISABLE_THRESHOLD) {
