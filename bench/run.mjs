@@ -15,19 +15,19 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createAccount, createDb, createQueues, createRedis, createSite } from '@svc/core';
 import { apiTargets, floodRun, responseSize, runApiCases } from './cases/api.mjs';
-import { fanoutRun, latencyRun, Publisher, retryRun, throughputRun } from './cases/dispatcher.mjs';
+import { fanoutRun, latencyRun, Publisher, retryRun, serviceThroughput, throughputRun } from './cases/dispatcher.mjs';
 import { cliRun } from './cases/cli.mjs';
 import { memoryRun } from './cases/memory.mjs';
 import { resetDatabase, seed } from './lib/fixtures.mjs';
 import { forkHelper, killAllChildren, readMemory, spawnNode, stopChild, tail, waitHttpOk } from './lib/procs.mjs';
-import { formatCpu } from './lib/cpu.mjs';
+import { formatCpu, setOwnDatabase } from './lib/cpu.mjs';
 import { buildTable, machineInfo, toMarkdown } from './lib/report.mjs';
 import { sleep } from './lib/stats.mjs';
 import { summarizeProfile } from './profile-summary.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const BENCH = fileURLToPath(new URL('.', import.meta.url));
-const ALL_CASES = ['api', 'throughput', 'latency', 'retry', 'fanout', 'memory', 'cli'];
+const ALL_CASES = ['api', 'throughput', 'scaleout', 'latency', 'retry', 'fanout', 'memory', 'cli'];
 
 // ---------------------------------------------------------------------------------------------
 // Parameters
@@ -75,6 +75,8 @@ const FULL = {
   retryCount: 1_000,
   retryLeadMs: 3_000,
   fanoutSubs: 1_000,
+  // Reported (no target): one run of the same case at this width.
+  fanoutWideSubs: 10_000,
   memoryPending: 100_000,
   // Case 8: `svc` commands (and a bare node) run one after the other, this many times each.
   cliSamples: 15,
@@ -83,7 +85,7 @@ const FULL = {
   budgetMs: 14 * 60_000,
   watchdogMs: 15 * 60_000,
   // One run of each later case, reserved when deciding whether another run fits.
-  reserveMs: { throughput: 90_000, latency: 80_000, retry: 25_000, fanout: 20_000, memory: 30_000, cli: 30_000 },
+  reserveMs: { throughput: 90_000, scaleout: 60_000, latency: 80_000, retry: 25_000, fanout: 45_000, memory: 30_000, cli: 30_000 },
 };
 const QUICK = {
   ...FULL,
@@ -102,16 +104,18 @@ const QUICK = {
   retryCount: 100,
   retryLeadMs: 2_000,
   fanoutSubs: 100,
+  fanoutWideSubs: 1_000,
   memoryPending: 5_000,
   cliSamples: 3,
   budgetMs: 3 * 60_000,
   watchdogMs: 4 * 60_000,
-  reserveMs: { throughput: 15_000, latency: 15_000, retry: 5_000, fanout: 3_000, memory: 3_000, cli: 5_000 },
+  reserveMs: { throughput: 15_000, scaleout: 15_000, latency: 15_000, retry: 5_000, fanout: 3_000, memory: 3_000, cli: 5_000 },
 };
 const P = { ...(quick ? QUICK : FULL) };
 if (option('runs')) P.runs = Math.max(1, Number(option('runs')));
 
 const DATABASE_URL = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/svc_bench';
+setOwnDatabase(new URL(DATABASE_URL).pathname.slice(1));
 const REDIS_URL = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379';
 const DISPATCHER_CONCURRENCY = 100; // the service's default, also the got loop's concurrency
 const runId = `${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`;
@@ -262,7 +266,7 @@ async function main() {
   await startDispatcher();
   log(`api (pid ${api.pid}, port ${apiPort}) ready; dispatcher (pid ${dispatcher.pid}) ready`);
 
-  const results = { api: null, retry: [], throughput: [], latency: [], latencyLow: [], fanout: [], memory: [], cli: null, rss: {}, budget: [] };
+  const results = { api: null, retry: [], throughput: [], scaleout: [], latency: [], latencyLow: [], fanout: [], memory: [], cli: null, rss: {}, budget: [] };
 
   // Runs of a case: P.runs of them, or fewer when the next would not fit in the time budget
   // together with one run of every case still to come.
@@ -368,6 +372,25 @@ async function main() {
     await stopChild(gotHelper.child);
   }
 
+  // Case 2b: N events published while the queues are paused, then drained by one dispatcher, and
+  // again by two (a second process, same settings): the dispatchers' own rate, publisher aside.
+  if (only.includes('scaleout')) {
+    results.scaleout = await repeat('scaleout', async (r) => {
+      const one = await serviceThroughput({ db, receiver, publisher, n: P.throughputN, publishConcurrency: P.publishConcurrency, backlogQueues: queues, pids: { dispatcher: dispatcher.pid, publisher: process.pid } });
+      const second = spawnNode('dispatcher-2', 'apps/dispatcher/dist/src/main.js', { cwd: ROOT, logDir, cpuProfDir: profDir, env: serviceEnv() });
+      const deadline = Date.now() + 30_000;
+      while ((await queues.delivery.getWorkersCount()) < 2 || (await queues.fanout.getWorkersCount()) < 2) {
+        if (second.exitCode !== null || Date.now() > deadline) throw new Error(`second dispatcher did not start:\n${tail(second.logPath)}`);
+        await sleep(100);
+      }
+      const two = await serviceThroughput({ db, receiver, publisher, n: P.throughputN, publishConcurrency: P.publishConcurrency, backlogQueues: queues, pids: { dispatcher: dispatcher.pid, 'dispatcher-2': second.pid, publisher: process.pid } });
+      await stopChild(second);
+      const m = { one: one.svc, two: two.svc, ratio: two.svc.perSec / one.svc.perSec };
+      log(`  scale-out run ${r + 1}/${P.runs}: 1 dispatcher ${m.one.perSec.toFixed(0)}/s, 2 dispatchers ${m.two.perSec.toFixed(0)}/s (×${m.ratio.toFixed(2)}); duplicates ${m.one.duplicates} / ${m.two.duplicates}; CPU ms per delivery with 2: ${formatCpu(m.two.cpuMs, P.throughputN)}${m.one.valid && m.two.valid ? '' : ' INVALID'}`);
+      return m;
+    });
+  }
+
   // Case 3.
   if (only.includes('latency')) {
     results.latency = await repeat('latency', async (r) => {
@@ -400,6 +423,9 @@ async function main() {
       log(`  fan-out run ${r + 1}/${P.runs}: ${P.fanoutSubs} received after ${m.ms.toFixed(0)} ms${m.valid ? '' : ` INVALID ${JSON.stringify(m.recorded)}`}`);
       return m;
     });
+    const wide = await fanoutRun({ db, receiver, queues, siteId: fx.wide.siteId, m: P.fanoutWideSubs });
+    log(`  fan-out to ${P.fanoutWideSubs}: received after ${wide.ms.toFixed(0)} ms${wide.valid ? '' : ` INVALID ${JSON.stringify(wide.recorded)}`}`);
+    results.fanoutWide = [wide];
   }
 
   // Case 6.
@@ -557,8 +583,28 @@ function buildReport(results, machine, mode) {
     }
     notes.push(
       `Case 2: ${P.throughputN} events through deployPowerUp / completeAiMonitorRun / completeScan (${P.publishConcurrency} at a time) spread over ${P.tpAccounts} accounts with one subscription each (so the per-subscription cap of 10 never binds); DISPATCHER_CONCURRENCY=${DISPATCHER_CONCURRENCY} (default); the got loop posts the same bodies, signed, ${DISPATCHER_CONCURRENCY} at a time over a keep-alive agent. Publishing took ${t.map((m) => (m.svc.publishMs / 1000).toFixed(1)).join(' / ')} s of the service's ${t.map((m) => (m.svc.elapsedMs / 1000).toFixed(1)).join(' / ')} s.`,
-      `Case 2, CPU ms per delivery (run 1, from /proc; postgres and redis count every backend on the machine) — service: ${formatCpu(t[0].svc.cpuMs, P.throughputN)}; got loop: ${formatCpu(t[0].baseline.cpuMs, P.throughputN)}. Postgres transactions committed per delivery (publisher + dispatcher): ${t.map((m) => m.svc.pgCommitsPerDelivery.toFixed(2)).join(' / ')}.`,
+      `Case 2, CPU ms per delivery (run 1, from /proc; postgres = the bench database's backends and Postgres's background processes, other databases apart as postgres-other; redis is one process shared with the machine) — service: ${formatCpu(t[0].svc.cpuMs, P.throughputN)}; got loop: ${formatCpu(t[0].baseline.cpuMs, P.throughputN)}. Postgres transactions committed per delivery (publisher + dispatcher): ${t.map((m) => m.svc.pgCommitsPerDelivery.toFixed(2)).join(' / ')}.`,
     );
+  }
+
+  if (results.throughput.length) {
+    const t = results.throughput;
+    rows.push({ case: '2', figure: 'CPU ms per delivery, every process but the receiver (dispatcher + postgres + publisher + redis + api)', unit: 'ms', format: 'ms', svc: per(t, (m) => m.svc.cpuMsPerDelivery), baseline: per(t, (m) => m.baseline.cpuMs.got / P.throughputN), target: '≤ 2.0 ms', met: ({ svc }) => svc.median <= 2.0, note: 'baseline: the got loop\'s own CPU per POST' });
+    for (const group of ['dispatcher', 'postgres', 'publisher', 'redis']) {
+      rows.push({ case: '2', figure: `  of which ${group}`, unit: 'ms', format: 'ms', svc: per(t, (m) => (m.svc.cpuMs[group] ?? 0) / P.throughputN), target: 'info' });
+    }
+    rows.push({ case: '2', figure: 'sender CPU per POST: got (baseline: node:https, same process, same run)', unit: 'ms', format: 'ms', svc: per(t, (m) => m.baseline.senderCpuMsPerPost.got), baseline: per(t, (m) => m.baseline.senderCpuMsPerPost.https), ratio: per(t, (m) => m.baseline.senderCpuMsPerPost.got / m.baseline.senderCpuMsPerPost.https), target: 'info' });
+    rows.push({ case: '2', figure: 'Postgres commits per delivery (publisher + dispatcher)', unit: '', format: 'number', svc: per(t, (m) => m.svc.pgCommitsPerDelivery), target: '≤ 1.5', met: ({ svc }) => svc.median <= 1.5 });
+  }
+  if (results.scaleout.length) {
+    const so = results.scaleout;
+    rows.push({ case: '2b', figure: `backlog of ${P.throughputN} events drained, deliveries/s with 2 dispatcher processes (baseline: 1, same run)`, format: 'rps', unit: '/s', svc: per(so, (m) => m.two.perSec), baseline: per(so, (m) => m.one.perSec), ratio: per(so, (m) => m.ratio), target: '> 1.00× (grows with M)', met: ({ ratio }) => ratio.median > 1 });
+    rows.push({ case: '2b', figure: 'deliveries received twice with 2 dispatchers', unit: '', format: 'count', svc: per(so, (m) => m.two.duplicates), target: '0', met: () => so.every((m) => m.two.duplicates === 0 && m.one.duplicates === 0) });
+    for (const m of so) if (!m.one.valid || !m.two.valid) {
+      invalid = true;
+      notes.push(`INVALID scale-out run: ${JSON.stringify({ one: m.one.recorded, two: m.two.recorded })}`);
+    }
+    notes.push(`Case 2b, CPU ms per delivery with 2 dispatchers (run 1): ${formatCpu(so[0].two.cpuMs, P.throughputN)}; commits per delivery ${so.map((m) => m.two.pgCommitsPerDelivery.toFixed(2)).join(' / ')}.`);
   }
 
   if (results.latency.length) {
@@ -598,6 +644,14 @@ function buildReport(results, machine, mode) {
   if (results.fanout.length) {
     const f = results.fanout;
     rows.push({ case: '5', figure: `fan-out: one event to ${P.fanoutSubs} subscriptions, all received`, unit: 'ms', format: 'ms', svc: per(f, (m) => m.ms), target: '≤ 2000 ms', met: ({ svc }) => svc.median <= 2000 });
+    if (results.fanoutWide?.length) {
+      const w = results.fanoutWide;
+      rows.push({ case: '5', figure: `fan-out: one event to ${P.fanoutWideSubs} subscriptions, all received (one run)`, unit: 'ms', format: 'ms', svc: per(w, (m) => m.ms), target: 'info' });
+      for (const m of w) if (!m.valid) {
+        invalid = true;
+        notes.push(`INVALID wide fan-out run: ${JSON.stringify(m.recorded)}`);
+      }
+    }
     for (const m of f) if (!m.valid) {
       invalid = true;
       notes.push(`INVALID fan-out run: ${JSON.stringify(m.recorded)}`);

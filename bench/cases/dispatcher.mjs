@@ -81,15 +81,22 @@ async function waitRecorded(db, eventIds, expected, timeoutMs = 60_000) {
   return { ...last, recordedAttempts: rows[0].recorded };
 }
 
-/** Case 2, one run: N events, deliveries/s from the first publish to the last receipt; then the got loop. */
-export async function throughputRun({ db, receiver, publisher, gotChild, receiverUrl, n, publishConcurrency, sendConcurrency, secret, run, pids }) {
+/**
+ * The service's part of case 2: N events published, deliveries/s from the first publish to the
+ * last receipt, CPU per process, commits, and the checks (every delivery delivered with one
+ * attempt, nothing received twice). `pids` may name several dispatchers (case 2b).
+ */
+export async function serviceThroughput({ db, receiver, publisher, n, publishConcurrency, pids, backlogQueues }) {
   await publisher.prepare(n);
   await receiver.rpc('reset');
   const eventIds = new Array(n);
   let next = 0;
-  const cpu0 = cpuSnapshot(pids);
-  const xact0 = await commits(db);
-  const t0 = nowMs();
+  // Backlog mode (case 2b): the queues are paused while the events are published, then resumed,
+  // so the rate is the dispatchers' own (from the resume to the last receipt), not the publisher's.
+  if (backlogQueues) await Promise.all([backlogQueues.fanout.pause(), backlogQueues.delivery.pause()]);
+  let cpu0 = cpuSnapshot(pids);
+  let xact0 = await commits(db);
+  let t0 = nowMs();
   await Promise.all(
     Array.from({ length: publishConcurrency }, async () => {
       while (next < n) {
@@ -99,6 +106,12 @@ export async function throughputRun({ db, receiver, publisher, gotChild, receive
     }),
   );
   const publishedAt = nowMs();
+  if (backlogQueues) {
+    cpu0 = cpuSnapshot(pids);
+    xact0 = await commits(db);
+    t0 = nowMs();
+    await Promise.all([backlogQueues.fanout.resume(), backlogQueues.delivery.resume()]);
+  }
   const got = await receiver.rpc('wait', { count: n, unique: true, timeoutMs: 180_000 });
   if (!got.reached) throw new Error(`throughput: only ${got.count} of ${n} deliveries received`);
   const cpu = cpuDelta(cpu0, cpuSnapshot(pids));
@@ -110,8 +123,16 @@ export async function throughputRun({ db, receiver, publisher, gotChild, receive
   svc.duplicates = received - n;
   svc.connections = connections;
   svc.cpuMs = cpu;
+  // Every process but the receiver (which stands for the customer's server) and Postgres backends of other databases.
+  svc.cpuMsPerDelivery = Object.entries(cpu).filter(([k]) => k !== 'wallMs' && k !== 'receiver' && k !== 'postgres-other').reduce((sum, [, v]) => sum + v, 0) / n;
   svc.recorded = recorded;
   svc.valid = recorded.delivered === n && recorded.recordedAttempts === n && received === n;
+  return { svc, eventIds };
+}
+
+/** Case 2, one run: N events, deliveries/s from the first publish to the last receipt; then the got loop. */
+export async function throughputRun({ db, receiver, publisher, gotChild, receiverUrl, n, publishConcurrency, sendConcurrency, secret, run, pids }) {
+  const { svc, eventIds } = await serviceThroughput({ db, receiver, publisher, n, publishConcurrency, pids });
 
   // Baseline: the same bytes, same receiver, same concurrency as the dispatcher.
   const { rows } = await db.raw('SELECT type, body FROM events WHERE id = ANY(?) ORDER BY created_at, id', [eventIds]);
@@ -123,6 +144,15 @@ export async function throughputRun({ db, receiver, publisher, gotChild, receive
   const baseCpu = cpuDelta(baseCpu0, cpuSnapshot({ ...pids, got: gotChild.pid }));
   const { connections: baseConnections } = await receiver.rpc('count');
   const baseline = { perSec: (n / (baseGot.lastAt - base.startedAt)) * 1000, elapsedMs: baseGot.lastAt - base.startedAt, errors: base.errors, statuses: base.statuses, connections: baseConnections, cpuMs: baseCpu };
+
+  // The same loop with Node's own https, in the same process: what got costs per POST.
+  await receiver.rpc('reset');
+  const httpsCpu0 = cpuSnapshot({ got: gotChild.pid });
+  const https = await gotChild.rpc('run', { url: `${receiverUrl}/ok`, items: rows, secret, concurrency: sendConcurrency, idPrefix: `https-${run}-`, client: 'https' });
+  const httpsGot = await receiver.rpc('wait', { count: n, unique: true, timeoutMs: 120_000 });
+  if (!httpsGot.reached) throw new Error(`https baseline: only ${httpsGot.count} of ${n} requests received`);
+  const httpsCpu = cpuDelta(httpsCpu0, cpuSnapshot({ got: gotChild.pid }));
+  baseline.senderCpuMsPerPost = { got: baseCpu.got / n, https: httpsCpu.got / n, httpsPerSec: (n / (httpsGot.lastAt - https.startedAt)) * 1000, httpsErrors: https.errors };
   return { svc, baseline, ratio: svc.perSec / baseline.perSec };
 }
 

@@ -16,6 +16,30 @@ function readStat(pid) {
   }
 }
 
+let ownDatabase;
+
+/**
+ * Names the bench's database: Postgres backends serving other databases (other people's tests
+ * on a shared machine) are then counted apart, as `postgres-other`, and left out of per-delivery
+ * totals. Background processes (WAL writer, checkpointer…) serve every database and stay in `postgres`.
+ */
+export function setOwnDatabase(name) {
+  ownDatabase = name;
+}
+
+function postgresGroup(pid) {
+  if (!ownDatabase) return 'postgres';
+  let title = '';
+  try {
+    title = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ');
+  } catch {
+    return 'postgres';
+  }
+  const backend = /^postgres: (?:\S+: )?\S+ (\S+) (\[local\]|\S+\(\d+\))/.exec(title) ?? /^postgres: (?:\S+: )?autovacuum worker (\S+)/.exec(title);
+  if (!backend) return 'postgres';
+  return backend[1] === ownDatabase ? 'postgres' : 'postgres-other';
+}
+
 /**
  * A snapshot of CPU ms per pid: the named pids, plus every process whose command is
  * `postgres` or `redis-server` (shared with anyone else on the machine: an upper bound).
@@ -29,7 +53,7 @@ export function cpuSnapshot(named) {
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry) || pids.has(entry)) continue;
     const stat = readStat(entry);
-    if (stat?.comm === 'postgres') pids.set(entry, { group: 'postgres', ms: stat.ms });
+    if (stat?.comm === 'postgres') pids.set(entry, { group: postgresGroup(entry), ms: stat.ms });
     else if (stat?.comm === 'redis-server') pids.set(entry, { group: 'redis', ms: stat.ms });
   }
   return { at: performance.now(), pids };

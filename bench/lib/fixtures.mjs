@@ -150,6 +150,11 @@ export async function seed(db, receiverUrl, P) {
   const fanSite = await createSite(db, fanAccount.id, { domain: 'fan.example.com' });
   const fanSubs = await bulkSubscriptions(db, fanAccount.id, `${receiverUrl}/ok`, P.fanoutSubs);
 
+  // Fan-out, reported at a larger width (issue 13): one event to this account's subscriptions.
+  const wideAccount = await createAccount(db, { name: 'bench fan-out, wide' });
+  const wideSite = await createSite(db, wideAccount.id, { domain: 'fan-wide.example.com' });
+  const wideSubs = await bulkSubscriptions(db, wideAccount.id, `${receiverUrl}/ok`, P.fanoutWideSubs);
+
   await db.raw('VACUUM ANALYZE scans');
   await db.raw('ANALYZE');
   const historyPages = {
@@ -163,6 +168,7 @@ export async function seed(db, receiverUrl, P) {
     large: { accountId: large.id, sites: largeSites, keys: largeKeys },
     tp,
     fan: { accountId: fanAccount.id, siteId: fanSite.id, subscriptions: fanSubs },
+    wide: { accountId: wideAccount.id, siteId: wideSite.id, subscriptions: wideSubs },
   };
 }
 

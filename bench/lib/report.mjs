@@ -44,6 +44,8 @@ const fmt = {
   bytes: (v) => (Number.isFinite(v) ? v.toFixed(0) : '–'),
   mib: (v) => (Number.isFinite(v) ? (v / 2 ** 20).toFixed(1) : '–'),
   ratio: (v) => (Number.isFinite(v) ? `${v.toFixed(2)}×` : '–'),
+  count: (v) => (Number.isFinite(v) ? v.toFixed(0) : '–'),
+  number: (v) => (Number.isFinite(v) ? v.toFixed(2) : '–'),
 };
 
 /**

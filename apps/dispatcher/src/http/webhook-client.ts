@@ -48,8 +48,9 @@ export class WebhookClient {
       // The agent closes only idle sockets on it (an attempt's own bound is got's request timeout).
       timeout: options.idleSocketTimeoutMs,
       scheduling: 'lifo',
-      // One secure context for every connection: passing `ca` per connection re-parses ~140 roots each time.
-      ...(options.ca ? { secureContext: createSecureContext({ ca: withSystemRoots(options.ca) }) } : {}),
+      // One secure context for every connection: without it each new TLS socket builds its own
+      // (the profile showed SecureContext per connection), and passing `ca` re-parses ~140 roots.
+      secureContext: createSecureContext(options.ca ? { ca: withSystemRoots(options.ca) } : {}),
     });
   }
 

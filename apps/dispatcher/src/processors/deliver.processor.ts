@@ -1,11 +1,8 @@
 import { DelayedError, type Job } from 'bullmq';
 import {
-  ATTEMPT_LEASE_MARGIN_MS,
-  claimAttempt,
   enqueueDeliveries,
   failDeliveryOfDisabledSubscription,
   MAX_ATTEMPTS,
-  recordAttempt,
   removeDeliveryJobs,
   type Db,
   type DeliveryJob,
@@ -16,6 +13,7 @@ import {
   type RecordResult,
 } from '@svc/core';
 import type { WebhookClient } from '../http/webhook-client.js';
+import type { AttemptBatches } from './attempt-batches.js';
 import type { DispatcherMetrics } from '../metrics/dispatcher-metrics.js';
 import type { SubscriptionSlots } from './subscription-slots.js';
 
@@ -27,9 +25,9 @@ export interface DeliverDeps {
   queues: Pick<Queues, 'delivery'>;
   client: WebhookClient;
   slots: SubscriptionSlots;
+  /** Claims and records, batched across the attempts in flight. */
+  batches: AttemptBatches;
   logger: Logger;
-  webhookTimeoutMs: number;
-  retryDelaysMs: readonly number[];
   metrics: Pick<DispatcherMetrics, 'attemptFinished'>;
 }
 
@@ -57,7 +55,7 @@ async function putBack(job: Job, token: string | undefined, inMs: number): Promi
  */
 async function recordOrDegrade(deps: DeliverDeps, attempt: ClaimedAttempt, outcome: AttemptOutcome): Promise<RecordResult> {
   try {
-    return await recordAttempt(deps.db, attempt, outcome, deps.retryDelaysMs);
+    return await deps.batches.record(attempt, outcome);
   } catch (error) {
     const code = (error as { code?: unknown }).code;
     if (typeof code !== 'string' || !code.startsWith('22')) throw error;
@@ -66,7 +64,7 @@ async function recordOrDegrade(deps: DeliverDeps, attempt: ClaimedAttempt, outco
       attempt: attempt.attempt,
       error: (error as Error).message,
     });
-    return recordAttempt(deps.db, attempt, { ...outcome, responseBytes: null, error: outcome.error?.replace(/[^\x20-\x7e]/g, '?') ?? null }, deps.retryDelaysMs);
+    return deps.batches.record(attempt, { ...outcome, responseBytes: null, error: outcome.error?.replace(/[^\x20-\x7e]/g, '?') ?? null });
   }
 }
 
@@ -86,7 +84,7 @@ export function createDeliverProcessor(deps: DeliverDeps) {
       await putBack(job, token, SLOT_BUSY_DELAY_MS + Math.random() * SLOT_BUSY_DELAY_MS);
     }
     try {
-      const claim = await claimAttempt(deps.db, deliveryId, attempt, deps.webhookTimeoutMs + ATTEMPT_LEASE_MARGIN_MS);
+      const claim = await deps.batches.claim({ deliveryId, attempt });
       if (!claim.claimed) {
         const { refusal } = claim;
         if (refusal.reason === 'not-due' || refusal.reason === 'in-flight-elsewhere') {

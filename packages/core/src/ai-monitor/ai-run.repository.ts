@@ -1,6 +1,5 @@
 import type { DbOrTx } from '../db/knex.js';
 import { NotFoundError } from '../errors.js';
-import { newId } from '../ids.js';
 import type { EngineScore } from './engine-scores.js';
 
 export interface AiMonitorRun {
@@ -12,7 +11,8 @@ export interface AiMonitorRun {
   engines: EngineScore[];
 }
 
-interface AiMonitorRunRow {
+/** An `ai_monitor_runs` row as Postgres returns it. */
+export interface AiMonitorRunRow {
   id: string;
   site_id: string;
   composite_score: number | string;
@@ -20,18 +20,8 @@ interface AiMonitorRunRow {
   engines: EngineScore[];
 }
 
-const RUN_COLUMNS = ['id', 'site_id', 'composite_score', 'completed_at', 'engines'] as const;
-
-function toAiMonitorRun(row: AiMonitorRunRow): AiMonitorRun {
+export function toAiMonitorRun(row: AiMonitorRunRow): AiMonitorRun {
   return { id: row.id, siteId: row.site_id, compositeScore: Number(row.composite_score), completedAt: row.completed_at, engines: row.engines };
-}
-
-/** Stores a completed AI Monitor run of a site; call it inside the producer's transaction with validated engines. */
-export async function insertAiMonitorRun(tx: DbOrTx, siteId: string, compositeScore: number, engines: EngineScore[] = []): Promise<AiMonitorRun> {
-  const [row] = await tx('ai_monitor_runs')
-    .insert({ id: newId('run'), site_id: siteId, composite_score: compositeScore, engines: JSON.stringify(engines) })
-    .returning([...RUN_COLUMNS]);
-  return toAiMonitorRun(row as AiMonitorRunRow);
 }
 
 /**

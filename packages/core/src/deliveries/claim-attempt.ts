@@ -29,6 +29,12 @@ export type ClaimRefusal =
 
 export type ClaimResult = { claimed: true; attempt: ClaimedAttempt } | { claimed: false; refusal: ClaimRefusal };
 
+/** One attempt a worker wants to make. */
+export interface AttemptRequest {
+  deliveryId: string;
+  attempt: number;
+}
+
 /**
  * Takes the lease of one attempt: only when the delivery is pending, this attempt is the next,
  * it is due, no other dispatcher holds it and the subscription is active. The subscription row
@@ -38,48 +44,99 @@ export type ClaimResult = { claimed: true; attempt: ClaimedAttempt } | { claimed
  * counted in failureCount: the receiver did not exhaust its attempts, something on our side failed).
  */
 export async function claimAttempt(db: Db, deliveryId: string, attempt: number, leaseMs: number): Promise<ClaimResult> {
-  const result = await db.raw(
-    `WITH sub AS (
-       SELECT s.id, s.status, s.url, s.secret FROM webhook_subscriptions s
-        WHERE s.id = (SELECT subscription_id FROM deliveries WHERE id = :id)
-        FOR SHARE
-     ), claimed AS (
-       UPDATE deliveries d SET locked_until = clock_timestamp() + make_interval(secs => :leaseSecs), claims = d.claims + 1
-         FROM sub
-        WHERE d.id = :id AND d.status = 'pending' AND d.attempt_count = :previous AND sub.status = 'active'
-          AND d.claims < :maxClaims
-          AND (d.locked_until IS NULL OR d.locked_until <= clock_timestamp())
-          AND d.next_attempt_at <= clock_timestamp()
-       RETURNING d.id
-     ), abandoned AS (
-       UPDATE deliveries d SET status = 'failed', locked_until = NULL, next_attempt_at = NULL,
-              finished_at = clock_timestamp(), failure_reason = :unrecorded
-        WHERE d.id = :id AND d.status = 'pending' AND d.attempt_count = :previous AND d.claims >= :maxClaims
-          AND (d.locked_until IS NULL OR d.locked_until <= clock_timestamp())
-       RETURNING d.id
-     )
-     SELECT d.id, d.subscription_id, d.event_id, d.status, d.attempt_count,
-            GREATEST(0, EXTRACT(EPOCH FROM (d.next_attempt_at - clock_timestamp())) * 1000)::float8 AS due_in_ms,
-            GREATEST(0, EXTRACT(EPOCH FROM (d.locked_until - clock_timestamp())) * 1000)::float8 AS locked_for_ms,
-            GREATEST(0, EXTRACT(EPOCH FROM (clock_timestamp() - d.next_attempt_at)) * 1000)::float8 AS late_ms,
-            sub.status AS sub_status, sub.url, sub.secret, e.type, e.body,
-            (SELECT count(*) FROM claimed)::int AS claimed,
-            (SELECT count(*) FROM abandoned)::int AS abandoned
-       FROM deliveries d
-       JOIN events e ON e.id = d.event_id
-       LEFT JOIN sub ON sub.id = d.subscription_id
-      WHERE d.id = :id`,
-    {
-      id: deliveryId,
-      previous: attempt - 1,
-      leaseSecs: leaseMs / 1000,
-      maxClaims: MAX_CLAIMS_PER_ATTEMPT,
-      unrecorded: unrecordedAttemptReason(attempt),
-    },
-  ).options({ name: 'svc_claim_attempt_v2' });
-  const row = result.rows[0];
-  if (!row) return { claimed: false, refusal: { reason: 'gone' } };
-  if (row.claimed === 1) {
+  const [result] = await claimAttempts(db, [{ deliveryId, attempt }], leaseMs);
+  return result as ClaimResult;
+}
+
+/**
+ * claimAttempt for many attempts in one statement (one commit): the attempts workers picked
+ * up together. Each gets exactly the answer claimAttempt would give it alone. The
+ * subscriptions are locked FOR SHARE first, in id order — every statement that locks several
+ * subscriptions takes them in that order before any delivery row, so batches cannot deadlock.
+ * No two requests may name the same delivery.
+ */
+export async function claimAttempts(db: Db, requests: readonly AttemptRequest[], leaseMs: number): Promise<ClaimResult[]> {
+  if (requests.length === 0) return [];
+  const ids = requests.map((r) => r.deliveryId);
+  // One statement, one round trip, one commit. `sub` locks the subscriptions FOR SHARE in id
+  // order and yields their latest committed versions (a revocation committed meanwhile is
+  // seen); `gate` (count over all of `sub`) is joined into both UPDATEs, so no delivery row is
+  // touched before every subscription of the batch is locked — the one lock order.
+  const result = await db
+    .raw(
+      `WITH req AS (
+         SELECT * FROM unnest(:ids::text[], :attempts::int[], :unrecorded::text[]) AS r(id, attempt, unrecorded)
+       ), sub AS (
+         SELECT s.id, s.status, s.url, s.secret FROM webhook_subscriptions s
+          WHERE s.id IN (SELECT subscription_id FROM deliveries WHERE id IN (SELECT id FROM req))
+          ORDER BY s.id
+            FOR SHARE
+       ), gate AS (
+         SELECT count(*) AS locked FROM sub
+       ), claimed AS (
+         UPDATE deliveries d SET locked_until = clock_timestamp() + make_interval(secs => :leaseSecs), claims = d.claims + 1
+           FROM req, sub, gate
+          WHERE d.id = req.id AND sub.id = d.subscription_id AND d.status = 'pending' AND d.attempt_count = req.attempt - 1
+            AND sub.status = 'active' AND d.claims < :maxClaims
+            AND (d.locked_until IS NULL OR d.locked_until <= clock_timestamp())
+            AND d.next_attempt_at <= clock_timestamp()
+         RETURNING d.id
+       ), abandoned AS (
+         UPDATE deliveries d SET status = 'failed', locked_until = NULL, next_attempt_at = NULL,
+                finished_at = clock_timestamp(), failure_reason = req.unrecorded
+           FROM req, gate
+          WHERE d.id = req.id AND d.status = 'pending' AND d.attempt_count = req.attempt - 1 AND d.claims >= :maxClaims
+            AND (d.locked_until IS NULL OR d.locked_until <= clock_timestamp())
+         RETURNING d.id
+       )
+       SELECT req.id AS req_id, d.id, d.subscription_id, d.event_id, d.status, d.attempt_count,
+              GREATEST(0, EXTRACT(EPOCH FROM (d.next_attempt_at - clock_timestamp())) * 1000)::float8 AS due_in_ms,
+              GREATEST(0, EXTRACT(EPOCH FROM (d.locked_until - clock_timestamp())) * 1000)::float8 AS locked_for_ms,
+              GREATEST(0, EXTRACT(EPOCH FROM (clock_timestamp() - d.next_attempt_at)) * 1000)::float8 AS late_ms,
+              sub.status AS sub_status, sub.url, sub.secret, e.type, e.body,
+              EXISTS (SELECT 1 FROM claimed c WHERE c.id = req.id) AS claimed,
+              EXISTS (SELECT 1 FROM abandoned a WHERE a.id = req.id) AS abandoned
+         FROM req
+         LEFT JOIN deliveries d ON d.id = req.id
+         LEFT JOIN events e ON e.id = d.event_id
+         LEFT JOIN sub ON sub.id = d.subscription_id`,
+      {
+        ids,
+        attempts: requests.map((r) => r.attempt),
+        unrecorded: requests.map((r) => unrecordedAttemptReason(r.attempt)),
+        leaseSecs: leaseMs / 1000,
+        maxClaims: MAX_CLAIMS_PER_ATTEMPT,
+      },
+    )
+    .options({ name: 'svc_claim_attempts_v3' });
+  const rows = result.rows as ClaimRow[];
+  const byId = new Map(rows.map((row) => [row.req_id, row]));
+  return requests.map((request) => toClaimResult(byId.get(request.deliveryId), request.attempt));
+}
+
+/** One row of the claim statement: the delivery as it was before the claim, with its subscription and event. */
+interface ClaimRow {
+  req_id: string;
+  id: string | null;
+  subscription_id: string;
+  event_id: string;
+  status: string;
+  attempt_count: number;
+  due_in_ms: number;
+  locked_for_ms: number;
+  late_ms: number | null;
+  sub_status: string | null;
+  url: string;
+  secret: string;
+  type: string;
+  body: string;
+  claimed: boolean;
+  abandoned: boolean;
+}
+
+function toClaimResult(row: ClaimRow | undefined, attempt: number): ClaimResult {
+  if (!row || row.id === null) return { claimed: false, refusal: { reason: 'gone' } };
+  if (row.claimed) {
     return {
       claimed: true,
       attempt: {
@@ -95,7 +152,7 @@ export async function claimAttempt(db: Db, deliveryId: string, attempt: number, 
       },
     };
   }
-  if (row.abandoned === 1) return { claimed: false, refusal: { reason: 'claim-limit', failureReason: unrecordedAttemptReason(attempt) } };
+  if (row.abandoned) return { claimed: false, refusal: { reason: 'claim-limit', failureReason: unrecordedAttemptReason(attempt) } };
   if (row.status !== 'pending') return { claimed: false, refusal: { reason: 'finished' } };
   if (row.attempt_count >= attempt) return { claimed: false, refusal: { reason: 'already-attempted' } };
   if (row.sub_status === 'disabled') return { claimed: false, refusal: { reason: 'subscription-disabled' } };

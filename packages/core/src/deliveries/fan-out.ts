@@ -14,10 +14,19 @@ export async function fanOutEvent(
   db: Db,
   eventId: string,
 ): Promise<{ firstAttempts: Array<{ deliveryId: string; subscriptionId: string }> }> {
+  return fanOutEvents(db, [eventId]);
+}
+
+/** fanOutEvent for the events whose jobs a worker picked up together: one statement, one commit. */
+export async function fanOutEvents(
+  db: Db,
+  eventIds: readonly string[],
+): Promise<{ firstAttempts: Array<{ deliveryId: string; subscriptionId: string }> }> {
+  if (eventIds.length === 0) return { firstAttempts: [] };
   const result = await db.raw(
     `WITH event AS (
        UPDATE events SET fanned_out_at = COALESCE(fanned_out_at, clock_timestamp())
-        WHERE id = :eventId
+        WHERE id = ANY(:eventIds::text[])
        RETURNING id, account_id, type
      ), created AS (
        INSERT INTO deliveries (id, event_id, subscription_id, status, attempt_count, next_attempt_at)
@@ -29,9 +38,9 @@ export async function fanOutEvent(
      )
      SELECT id, subscription_id FROM created
      UNION ALL
-     SELECT id, subscription_id FROM deliveries WHERE event_id = :eventId AND status = 'pending' AND attempt_count = 0`,
-    { eventId },
-  ).options({ name: 'svc_fan_out_event_v2' });
+     SELECT id, subscription_id FROM deliveries WHERE event_id = ANY(:eventIds::text[]) AND status = 'pending' AND attempt_count = 0`,
+    { eventIds: [...eventIds].sort() },
+  ).options({ name: 'svc_fan_out_events_v1' });
   return {
     firstAttempts: result.rows.map((row: { id: string; subscription_id: string }) => ({
       deliveryId: row.id,

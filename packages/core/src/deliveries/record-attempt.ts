@@ -41,23 +41,9 @@ const LOCK_SUBSCRIPTION = `SELECT id FROM webhook_subscriptions WHERE id = :subs
 /** The delivery is still waiting for exactly this attempt's outcome. */
 const STILL_CURRENT = `id = :id AND status = 'pending' AND attempt_count = :n - 1`;
 
-/**
- * Records one attempt and moves the delivery on, atomically: delivered (failureCount back to 0),
- * a retry due after the configured delay, or permanently failed (failureCount + 1, and at the
- * threshold the subscription is disabled and its queued deliveries failed unsent). The two
- * common outcomes are one statement each, so one round trip.
- */
-export async function recordAttempt(
-  db: Db,
-  claimed: Pick<ClaimedAttempt, 'deliveryId' | 'subscriptionId' | 'attempt'>,
-  outcome: AttemptOutcome,
-  retryDelaysMs: readonly number[],
-): Promise<RecordResult> {
-  const { deliveryId, subscriptionId, attempt } = claimed;
-  const params = {
-    id: deliveryId,
-    subscriptionId,
-    n: attempt,
+/** The attempt row's columns, from an outcome. */
+function attemptColumns(outcome: AttemptOutcome) {
+  return {
     at: outcome.startedAt,
     statusCode: outcome.statusCode,
     // An error text may quote what a peer sent; `text` cannot hold a NUL, and a record that
@@ -67,41 +53,34 @@ export async function recordAttempt(
     excerpt: outcome.responseBytes === null ? null : excerptText(outcome.responseBytes),
     excerptBytes: outcome.responseBytes,
   };
+}
 
-  if (outcome.ok) {
-    const result = await db.raw(
-      `WITH locked_sub AS (${LOCK_SUBSCRIPTION}
-       ), moved AS (
-         UPDATE deliveries SET status = 'delivered', attempt_count = :n, locked_until = NULL,
-                next_attempt_at = NULL, finished_at = clock_timestamp()
-          WHERE ${STILL_CURRENT} AND EXISTS (SELECT 1 FROM locked_sub)
-         RETURNING subscription_id
-       ), attempt AS (${INSERT_ATTEMPT}
-       ), sub AS (
-         UPDATE webhook_subscriptions s SET last_delivery_at = clock_timestamp(), failure_count = 0
-           FROM moved WHERE s.id = moved.subscription_id AND s.status = 'active'
-       )
-       SELECT count(*)::int AS moved FROM moved`,
-      params,
-    ).options({ name: 'svc_record_delivered_v3' });
-    return result.rows[0].moved === 1 ? { kind: 'delivered' } : { kind: 'stale' };
-  }
+/** One finished attempt to record. */
+export interface FinishedAttempt {
+  attempt: Pick<ClaimedAttempt, 'deliveryId' | 'subscriptionId' | 'attempt'>;
+  outcome: AttemptOutcome;
+}
 
-  if (attempt < MAX_ATTEMPTS) {
-    const delayMs = retryDelaysMs[attempt - 1] ?? 0;
-    const result = await db.raw(
-      `WITH moved AS (
-         UPDATE deliveries SET attempt_count = :n, locked_until = NULL, claims = 0,
-                next_attempt_at = clock_timestamp() + make_interval(secs => :delaySecs)
-          WHERE ${STILL_CURRENT}
-         RETURNING id
-       ), attempt AS (${INSERT_ATTEMPT})
-       SELECT count(*)::int AS moved FROM moved`,
-      { ...params, delaySecs: delayMs / 1000 },
-    ).options({ name: 'svc_record_retry_v2' });
-    return result.rows[0].moved === 1 ? { kind: 'retry', nextAttempt: attempt + 1, delayMs } : { kind: 'stale' };
-  }
+/** True when recording the outcome can touch other deliveries (the last attempt failed): it is recorded alone. */
+export function isFinalFailure({ attempt, outcome }: FinishedAttempt): boolean {
+  return !outcome.ok && attempt.attempt >= MAX_ATTEMPTS;
+}
 
+/**
+ * Records one attempt and moves the delivery on, atomically: delivered (failureCount back to 0),
+ * a retry due after the configured delay, or permanently failed (failureCount + 1, and at the
+ * threshold the subscription is disabled and its queued deliveries failed unsent).
+ */
+export async function recordAttempt(
+  db: Db,
+  claimed: Pick<ClaimedAttempt, 'deliveryId' | 'subscriptionId' | 'attempt'>,
+  outcome: AttemptOutcome,
+  retryDelaysMs: readonly number[],
+): Promise<RecordResult> {
+  const finished = { attempt: claimed, outcome };
+  if (!isFinalFailure(finished)) return (await recordAttempts(db, [finished], retryDelaysMs))[0] as RecordResult;
+  const { deliveryId, subscriptionId, attempt } = claimed;
+  const params = { id: deliveryId, subscriptionId, n: attempt, ...attemptColumns(outcome) };
   return db.transaction(async (tx) => {
     await tx.raw(LOCK_SUBSCRIPTION, params);
     await tx.raw(INSERT_ATTEMPT, params);
@@ -117,12 +96,95 @@ export async function recordAttempt(
   });
 }
 
+/**
+ * recordAttempt for many delivered or to-be-retried attempts in one statement (one commit):
+ * the attempts that finished together. A final failure (isFinalFailure) is never passed here.
+ * The subscriptions of the delivered ones are locked first, in id order (as the claim takes
+ * them), since their failureCount goes back to 0; the same statement inserts every attempt row
+ * and moves every delivery still waiting for that outcome. No two items may name the same delivery.
+ */
+export async function recordAttempts(db: Db, finished: readonly FinishedAttempt[], retryDelaysMs: readonly number[]): Promise<RecordResult[]> {
+  if (finished.length === 0) return [];
+  if (finished.some(isFinalFailure)) throw new Error('recordAttempts: a final failure is recorded alone with recordAttempt');
+  const columns = finished.map(({ outcome }) => attemptColumns(outcome));
+  const delaysMs = finished.map(({ attempt, outcome }) => (outcome.ok ? 0 : (retryDelaysMs[attempt.attempt - 1] ?? 0)));
+  const deliveredSubscriptions = [...new Set(finished.filter((f) => f.outcome.ok).map((f) => f.attempt.subscriptionId))];
+  // One statement, one round trip, one commit. `locked` takes the delivered ones' subscriptions
+  // FOR NO KEY UPDATE in id order; `gate` (count over all of it) is joined into the UPDATE, so no
+  // delivery row is touched before every one of them is locked — the claim's lock order.
+  const result = await db
+    .raw(
+      `WITH o AS (
+         SELECT * FROM unnest(:ids::text[], :ns::int[], :ats::timestamptz[], :codes::int[], :errors::text[], :durations::int[],
+                              :excerpts::text[], :bytes::bytea[], :oks::bool[], :delaySecs::float8[])
+                  AS o(id, n, at, status_code, error, duration_ms, excerpt, excerpt_bytes, ok, delay_secs)
+       ), locked AS (
+         SELECT id FROM webhook_subscriptions WHERE id = ANY(:deliveredSubscriptions::text[]) ORDER BY id FOR NO KEY UPDATE
+       ), gate AS (
+         SELECT count(*) AS locked FROM locked
+       ), moved AS (
+         -- A failed attempt of a subscription auto-disabled while it was on the wire is not
+         -- retried: the delivery fails unsent at once (spec §3.2), as the disable did to the rest.
+         UPDATE deliveries d
+            SET status = CASE WHEN o.ok THEN 'delivered' WHEN s.status = 'disabled' THEN 'failed' ELSE d.status END,
+                attempt_count = o.n, locked_until = NULL,
+                claims = CASE WHEN o.ok THEN d.claims ELSE 0 END,
+                next_attempt_at = CASE WHEN o.ok OR s.status = 'disabled' THEN NULL
+                                       ELSE clock_timestamp() + make_interval(secs => o.delay_secs) END,
+                finished_at = CASE WHEN o.ok OR s.status = 'disabled' THEN clock_timestamp() ELSE d.finished_at END,
+                failure_reason = CASE WHEN NOT o.ok AND s.status = 'disabled' THEN 'subscription disabled' ELSE d.failure_reason END
+           FROM o, gate, webhook_subscriptions s
+          WHERE d.id = o.id AND s.id = d.subscription_id AND d.status = 'pending' AND d.attempt_count = o.n - 1
+         RETURNING d.id, d.subscription_id, o.ok, (NOT o.ok AND s.status = 'disabled') AS disabled_unsent
+       ), attempt AS (
+         INSERT INTO delivery_attempts (delivery_id, n, at, status_code, error, duration_ms, response_excerpt, response_excerpt_bytes)
+         SELECT o.id, o.n, o.at, o.status_code, o.error, o.duration_ms, o.excerpt, o.excerpt_bytes
+           FROM o WHERE EXISTS (SELECT 1 FROM deliveries WHERE id = o.id)
+         ON CONFLICT (delivery_id, n) DO NOTHING
+       ), sub AS (
+         UPDATE webhook_subscriptions s SET last_delivery_at = clock_timestamp(), failure_count = 0
+          WHERE s.id IN (SELECT subscription_id FROM moved WHERE ok) AND s.status = 'active'
+       )
+       SELECT id, disabled_unsent FROM moved`,
+      {
+        ids: finished.map((f) => f.attempt.deliveryId),
+        ns: finished.map((f) => f.attempt.attempt),
+        ats: columns.map((c) => c.at),
+        codes: columns.map((c) => c.statusCode),
+        errors: columns.map((c) => c.error),
+        durations: columns.map((c) => c.durationMs),
+        excerpts: columns.map((c) => c.excerpt),
+        bytes: columns.map((c) => c.excerptBytes),
+        oks: finished.map((f) => f.outcome.ok),
+        delaySecs: delaysMs.map((ms) => ms / 1000),
+        deliveredSubscriptions,
+      },
+    )
+    .options({ name: 'svc_record_attempts_v3' });
+  const moved = new Map((result.rows as MovedRow[]).map((row) => [row.id, row]));
+  return finished.map(({ attempt, outcome }, i): RecordResult => {
+    const row = moved.get(attempt.deliveryId);
+    if (!row) return { kind: 'stale' };
+    if (row.disabled_unsent) return { kind: 'failed', disabledSubscription: false, cancelled: [] };
+    return outcome.ok ? { kind: 'delivered' } : { kind: 'retry', nextAttempt: attempt.attempt + 1, delayMs: delaysMs[i] as number };
+  });
+}
+
+/** One delivery the record statement moved on. */
+interface MovedRow {
+  id: string;
+  /** Its attempt failed after its subscription was auto-disabled: failed unsent, not retried. */
+  disabled_unsent: boolean;
+}
+
 async function countPermanentFailure(
   tx: DbOrTx,
   subscriptionId: string,
 ): Promise<{ disabledSubscription: boolean; cancelled: Array<{ deliveryId: string; attempt: number }> }> {
+  // Only an active subscription counts: one auto-disabled while this last attempt was on the wire
+  // keeps the failureCount that disabled it (spec §3.2, "failureCount intact").
   const [sub] = await tx('webhook_subscriptions')
-    .where({ id: subscriptionId })
+    .where({ id: subscriptionId, status: 'active' })
     .update({ failure_count: tx.raw('failure_count + 1') })
     .returning(['failure_count', 'status']);
   if (!sub || sub.status !== 'active' || sub.failure_count < AUTO_DISABLE_THRESHOLD) {

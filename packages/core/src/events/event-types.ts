@@ -39,7 +39,38 @@ export function isEventType(value: unknown): value is EventType {
  * nothing but the fields of §6.1 can reach a receiver.
  */
 export function buildEventBody<T extends EventType>(type: T, timestamp: Date, data: EventDataByType[T]): string {
-  return JSON.stringify({ event: type, timestamp: timestamp.toISOString(), data: pickData(type, data) });
+  // With no field from the database, the only field segment is the timestamp.
+  return eventBodySegments(type, data, [])
+    .map((segment) => (typeof segment === 'string' ? segment : JSON.stringify(timestamp.toISOString())))
+    .join('');
+}
+
+/** A piece of an event body: bytes known now, or a JSON string value the database fills in. */
+export type BodySegment = string | { field: string };
+
+/**
+ * The envelope's bytes as segments, so that one INSERT can write the body with values only the
+ * database knows in that statement: its clock (`timestamp`) and the data fields named in
+ * `fromDatabase` (a site's id or domain read in the same statement). Joined with the values
+ * JSON-encoded, the segments are exactly JSON.stringify of the envelope
+ * (`{"event":…,"timestamp":"…","data":{…}}`, fields in §6.1 order).
+ */
+export function eventBodySegments<T extends EventType>(
+  type: T,
+  data: EventDataByType[T],
+  fromDatabase: ReadonlyArray<keyof EventDataByType[T] & string>,
+): BodySegment[] {
+  const segments: BodySegment[] = [`{"event":${JSON.stringify(type)},"timestamp":`, { field: 'timestamp' }];
+  let literal = ',"data":{';
+  Object.entries(pickData(type, data)).forEach(([key, value], i) => {
+    literal += `${i > 0 ? ',' : ''}${JSON.stringify(key)}:`;
+    if ((fromDatabase as readonly string[]).includes(key)) {
+      segments.push(literal, { field: key });
+      literal = '';
+    } else literal += JSON.stringify(value);
+  });
+  segments.push(`${literal}}}`);
+  return segments;
 }
 
 function pickData(type: EventType, data: EventDataByType[EventType]): Record<string, string | number> {

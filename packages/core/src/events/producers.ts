@@ -1,15 +1,14 @@
-import type { Db, DbOrTx } from '../db/knex.js';
+import type { Db } from '../db/knex.js';
 import { NotFoundError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { enqueueAfterCommit } from '../queues/enqueue-after-commit.js';
 import { enqueueFanout, type Queues } from '../queues/queues.js';
-import { insertAiMonitorRun, type AiMonitorRun } from '../ai-monitor/ai-run.repository.js';
+import type { AiMonitorRun } from '../ai-monitor/ai-run.repository.js';
+import { assertPowerUpId, type PowerUpDeployment } from '../power-ups/deployment.repository.js';
 import { parseEngineScores } from '../ai-monitor/engine-scores.js';
 import { parseScanCategories } from '../scans/scan-inputs.js';
-import { assertPowerUpId, insertPowerUpDeployment, type PowerUpDeployment } from '../power-ups/deployment.repository.js';
-import { assertScore, markScanCompleted, type Scan } from '../scans/scan.repository.js';
-import { findSiteById, type SiteSummary } from '../sites/site.repository.js';
-import { insertEvent } from './event.repository.js';
+import { assertScore, explainNotRunning, type Scan } from '../scans/scan.repository.js';
+import { completeScanWithEvent, insertAiRunWithEvent, insertDeploymentWithEvent } from './producer-statements.js';
 
 /** What a producer needs: the database, the fan-out queue, and a logger for a failed enqueue. */
 export interface ProducerDeps {
@@ -25,23 +24,18 @@ function announce(deps: ProducerDeps, eventId: string): Promise<void> {
 
 /**
  * The one producer sequence (operator contract §4): record the fact and its event in one
- * transaction, then announce the event. `record` returns the fact and the event's id.
+ * transaction — one statement (producer-statements.ts) — then announce the event.
  */
-async function produce<T>(deps: ProducerDeps, record: (tx: DbOrTx) => Promise<T & { eventId: string }>): Promise<T & { eventId: string }> {
-  const result = await deps.db.transaction(record);
+async function produce<T extends { eventId: string }>(deps: ProducerDeps, record: () => Promise<T>): Promise<T> {
+  const result = await record();
   await announce(deps, result.eventId);
   return result;
 }
 
-async function requireSite(tx: DbOrTx, siteId: string): Promise<SiteSummary & { accountId: string }> {
-  const site = await findSiteById(tx, siteId);
-  if (!site) throw new NotFoundError(`site ${siteId} does not exist`);
-  return site;
-}
-
 /**
  * Records a completed scan, with its optional per-category breakdown, and its `scan.completed`
- * event in one transaction, then enqueues it. The event's data stays as spec §6.1 has it.
+ * event in one transaction, then enqueues it. The event's data stays as spec §6.1 has it. Bad
+ * input is refused with InputError before anything is written.
  */
 export async function completeScan(
   deps: ProducerDeps,
@@ -49,12 +43,10 @@ export async function completeScan(
 ): Promise<{ scan: Scan; eventId: string }> {
   const score = assertScore(input.score);
   const categories = parseScanCategories(input.categories);
-  return produce(deps, async (tx) => {
-    const scan = await markScanCompleted(tx, input.scanId, score, categories);
-    const site = await requireSite(tx, scan.siteId);
-    const event = await insertEvent(tx, site.accountId, 'scan.completed', { scanId: scan.id, siteId: site.id, domain: site.domain, score });
-    return { scan, eventId: event.id };
-  });
+  return produce(
+    deps,
+    async () => (await completeScanWithEvent(deps.db, input.scanId, score, categories)) ?? (await refuseScan(deps.db, input.scanId)),
+  );
 }
 
 /**
@@ -67,12 +59,7 @@ export async function completeAiMonitorRun(
 ): Promise<{ run: AiMonitorRun; eventId: string }> {
   const compositeScore = assertScore(input.compositeScore, 'compositeScore');
   const engines = parseEngineScores(input.engines);
-  return produce(deps, async (tx) => {
-    const site = await requireSite(tx, input.siteId);
-    const run = await insertAiMonitorRun(tx, site.id, compositeScore, engines);
-    const event = await insertEvent(tx, site.accountId, 'ai_check.completed', { runId: run.id, siteId: site.id, domain: site.domain, compositeScore });
-    return { run, eventId: event.id };
-  });
+  return produce(deps, async () => (await insertAiRunWithEvent(deps.db, input.siteId, compositeScore, engines)) ?? missingSite(input.siteId));
 }
 
 /** Records a successful Power-Up deployment and its `power_up.deployed` event, then enqueues it. */
@@ -81,10 +68,14 @@ export async function deployPowerUp(
   input: { siteId: string; powerUpId: string },
 ): Promise<{ deployment: PowerUpDeployment; eventId: string }> {
   const powerUpId = assertPowerUpId(input.powerUpId);
-  return produce(deps, async (tx) => {
-    const site = await requireSite(tx, input.siteId);
-    const deployment = await insertPowerUpDeployment(tx, site.id, powerUpId);
-    const event = await insertEvent(tx, site.accountId, 'power_up.deployed', { deploymentId: deployment.id, siteId: site.id, powerUpId });
-    return { deployment, eventId: event.id };
-  });
+  return produce(deps, async () => (await insertDeploymentWithEvent(deps.db, input.siteId, powerUpId)) ?? missingSite(input.siteId));
+}
+
+function missingSite(siteId: string): never {
+  throw new NotFoundError(`site ${siteId} does not exist`);
+}
+
+/** Why a scan could not be completed: it does not exist, or it is not running. */
+async function refuseScan(db: Db, scanId: string): Promise<never> {
+  throw await explainNotRunning(db, scanId);
 }

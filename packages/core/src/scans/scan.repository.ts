@@ -18,6 +18,7 @@ export interface Scan {
   categories: ScanCategory[];
 }
 
+/** A `scans` row as Postgres returns it. */
 export interface ScanRow {
   id: string;
   site_id: string;
@@ -87,7 +88,8 @@ export async function markScanFailed(db: DbOrTx, scanId: string): Promise<Scan> 
   return toScan(row as ScanRow);
 }
 
-async function explainNotRunning(db: DbOrTx, scanId: string): Promise<Error> {
+/** Why a scan did not move from running: it does not exist, or it is in another state. */
+export async function explainNotRunning(db: DbOrTx, scanId: string): Promise<Error> {
   const existing = await db('scans').where({ id: scanId }).first('status');
   if (!existing) return new NotFoundError(`scan ${scanId} does not exist`);
   return new ConflictError(`scan ${scanId} is ${existing.status as string}, not running`);

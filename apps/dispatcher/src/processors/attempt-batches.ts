@@ -1,0 +1,48 @@
+import {
+  claimAttempts,
+  isFinalFailure,
+  recordAttempt,
+  recordAttempts,
+  type AttemptOutcome,
+  type AttemptRequest,
+  type ClaimedAttempt,
+  type ClaimResult,
+  type Db,
+  type FinishedAttempt,
+  type RecordResult,
+} from '@svc/core';
+import { MicroBatcher } from '../batching/micro-batcher.js';
+
+/** At most the attempts a dispatcher has in flight (DISPATCHER_CONCURRENCY) per statement. */
+const MAX_BATCH = 100;
+/** Batches on the wire at once per kind: one forming while one commits keeps the pipeline full. */
+const MAX_IN_FLIGHT = 2;
+
+export interface AttemptBatches {
+  /** claimAttempt, batched with the claims other workers of this process make meanwhile. */
+  claim(request: AttemptRequest): Promise<ClaimResult>;
+  /** recordAttempt, batched likewise; a final failure (it may disable the subscription) is recorded alone. */
+  record(attempt: Pick<ClaimedAttempt, 'deliveryId' | 'subscriptionId' | 'attempt'>, outcome: AttemptOutcome): Promise<RecordResult>;
+}
+
+/** Claims and records of the attempts in flight, paid per batch: one transaction (one commit) each. */
+export function createAttemptBatches(deps: { db: Db; leaseMs: number; retryDelaysMs: readonly number[] }): AttemptBatches {
+  const claims = new MicroBatcher<AttemptRequest, ClaimResult>((requests) => claimAttempts(deps.db, requests, deps.leaseMs), {
+    maxBatch: MAX_BATCH,
+    maxInFlight: MAX_IN_FLIGHT,
+    key: (request) => request.deliveryId,
+  });
+  const records = new MicroBatcher<FinishedAttempt, RecordResult>((finished) => recordAttempts(deps.db, finished, deps.retryDelaysMs), {
+    maxBatch: MAX_BATCH,
+    maxInFlight: MAX_IN_FLIGHT,
+    key: (finished) => finished.attempt.deliveryId,
+  });
+  return {
+    claim: (request) => claims.submit(request),
+    record(attempt, outcome) {
+      const finished = { attempt, outcome };
+      if (isFinalFailure(finished)) return recordAttempt(deps.db, attempt, outcome, deps.retryDelaysMs);
+      return records.submit(finished);
+    },
+  };
+}
