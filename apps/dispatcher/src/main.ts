@@ -1,11 +1,12 @@
-import { createDb, createLogger, DEFAULT_DISPATCHER_METRICS_PORT, loadConfigOrExit, startMetricsServer } from '@svc/core';
+import { createLogger, DEFAULT_DISPATCHER_METRICS_PORT, loadConfigOrExit, startMetricsServer } from '@svc/core';
 import { createDispatcher } from './dispatcher.js';
+import { createDispatcherDb } from './dispatcher-db.js';
 import { healthRoutes } from './health/dispatcher-health.js';
 
 const config = loadConfigOrExit();
 
 const logger = createLogger(config.logLevel, { service: 'dispatcher' });
-const db = createDb(config.databaseUrl, { poolMax: config.dbPoolMax });
+const db = createDispatcherDb(config.databaseUrl, config.dbPoolMax);
 const dispatcher = createDispatcher({ config, db, logger });
 dispatcher.start();
 // Its only HTTP port: /metrics, /healthz, /readyz. A taken port is a warning; the deliveries go on.

@@ -1,6 +1,6 @@
 import type { Agent } from 'node:https';
 import { createSecureContext, rootCertificates } from 'node:tls';
-import got, { type RequestError } from 'got';
+import got, { type Got, type RequestError } from 'got';
 import { RESPONSE_EXCERPT_BYTES, signatureHeaders, type ClaimedAttempt, type AttemptOutcome } from '@svc/core';
 import { BoundedAgent, liveSockets } from './bounded-agent.js';
 import { createReceiverLookup, type ReceiverLookup } from './dns-resolver.js';
@@ -34,6 +34,8 @@ export interface WebhookClientOptions {
 export class WebhookClient {
   private readonly agent: Agent;
   private readonly lookup: ReceiverLookup;
+  /** got with every option that is the same for all attempts merged once, not per POST. */
+  private readonly got: Got;
 
   constructor(private readonly options: WebhookClientOptions) {
     this.lookup = createReceiverLookup({ ...options.dns, allowPrivateTargets: options.allowPrivateTargets });
@@ -51,6 +53,20 @@ export class WebhookClient {
       // One secure context for every connection: without it each new TLS socket builds its own
       // (the profile showed SecureContext per connection), and passing `ca` re-parses ~140 roots.
       secureContext: createSecureContext(options.ca ? { ca: withSystemRoots(options.ca) } : {}),
+    });
+    // Built once: got validates and merges each option it is given on every request, so an
+    // attempt passes only what differs per attempt (its body and its headers).
+    this.got = got.extend({
+      headers: { 'content-type': 'application/json', 'user-agent': USER_AGENT },
+      agent: { https: this.agent },
+      http2: false,
+      followRedirect: false,
+      throwHttpErrors: false,
+      decompress: false,
+      retry: { limit: 0 },
+      timeout: { request: options.timeoutMs },
+      // Always our resolver (c-ares, bounded, off the libuv pool); with the guard on it also filters.
+      dnsLookup: this.lookup as never,
     });
   }
 
@@ -85,24 +101,13 @@ export class WebhookClient {
 
   private post(url: URL, attempt: ClaimedAttempt): Promise<{ statusCode: number; excerpt: Buffer }> {
     const body = Buffer.from(attempt.body, 'utf8');
-    const stream = got.stream.post(url, {
+    const stream = this.got.stream.post(url, {
       body,
       headers: {
-        'content-type': 'application/json',
-        'user-agent': USER_AGENT,
         'x-service-event': attempt.eventType,
         'x-service-delivery-id': attempt.deliveryId,
         ...signatureHeaders({ deliveryId: attempt.deliveryId, body, secret: attempt.secret }),
       },
-      agent: { https: this.agent },
-      http2: false,
-      followRedirect: false,
-      throwHttpErrors: false,
-      decompress: false,
-      retry: { limit: 0 },
-      timeout: { request: this.options.timeoutMs },
-      // Always our resolver (c-ares, bounded, off the libuv pool); with the guard on it also filters.
-      dnsLookup: this.lookup as never,
     });
     return new Promise((resolve, reject) => {
       let statusCode: number | undefined;

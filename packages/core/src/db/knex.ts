@@ -17,14 +17,27 @@ function knexLog(log: DbLog | undefined) {
  * named prepared statement per connection (parsed and planned once); a name must always stand for
  * the same SQL text.
  */
-export function createDb(databaseUrl: string, options: { poolMax?: number; log?: DbLog } = {}): Db {
+export function createDb(databaseUrl: string, options: { poolMax?: number; log?: DbLog; customPlans?: boolean } = {}): Db {
   return knexFactory({
     client: 'pg',
     connection: databaseUrl,
-    pool: { min: 0, max: options.poolMax ?? 10 },
+    pool: { min: 0, max: options.poolMax ?? 10, ...(options.customPlans ? { afterCreate: planEveryExecution } : {}) },
     acquireConnectionTimeout: 10_000,
     log: knexLog(options.log),
   });
+}
+
+type PgConnection = { query(sql: string, callback: (error: Error | null) => void): void };
+
+/**
+ * `customPlans`: every execution of a named statement is planned with its actual parameters
+ * (`plan_cache_mode = force_custom_plan`); it stays parsed once per connection. A generic plan is
+ * made once, at a statement's sixth execution, and kept for the life of the connection: for a
+ * batch statement it assumes every array holds 10 elements and keeps whatever the tables looked
+ * like then (an empty table is read by a sequential scan), until an ANALYZE happens to invalidate it.
+ */
+function planEveryExecution(connection: PgConnection, done: (error: Error | null, connection: PgConnection) => void): void {
+  connection.query('SET plan_cache_mode = force_custom_plan', (error) => done(error, connection));
 }
 
 /** True when the database answers a trivial query within the timeout. */
