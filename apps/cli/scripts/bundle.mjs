@@ -24,8 +24,8 @@ import { build } from 'esbuild';
 const CLI = fileURLToPath(new URL('..', import.meta.url));
 const OUT = `${CLI}dist/bundle`;
 const require = createRequire(`${CLI}dist/src/run-cli.js`);
-// The bundles' wrapper parameter through which svc.cjs loads redis-libs.cjs (run-bundled.ts).
-const { REDIS_LIBS_PARAM, writeBuildCaches } = await import(`${CLI}dist/src/bundle/run-bundled.js`);
+// The global through which svc.cjs loads redis-libs.cjs, and the build's cache warm-up (run-bundled.ts).
+const { REDIS_LIBS_LOADER, writeBuildCaches } = await import(`${CLI}dist/src/bundle/run-bundled.js`);
 
 // knex requires the driver of whichever dialect is configured, inside the dialect's code: only
 // pg is ever used, the others are not installed and stay unresolved requires that never run.
@@ -71,7 +71,7 @@ const PLUGINS = [
 function standIn(name) {
   const names = Object.keys(require(name)).filter((key) => key !== '__esModule');
   return [
-    `const load = () => ${REDIS_LIBS_PARAM}()[${JSON.stringify(name)}];`,
+    `const load = () => globalThis[Symbol.for(${JSON.stringify(REDIS_LIBS_LOADER)})]()[${JSON.stringify(name)}];`,
     "Object.defineProperty(exports, '__esModule', { value: true });",
     `for (const name of ${JSON.stringify(names)}) Object.defineProperty(exports, name, { enumerable: true, get: () => load()[name] });`,
   ].join('\n');

@@ -50,8 +50,6 @@ export interface CachedScriptOptions {
   readDirs: readonly string[];
   /** Where a fresh cache is written: the first directory that takes it. */
   writeDirs: readonly string[];
-  /** Extra parameters of the bundle's wrapper function, by name (e.g. a loader for another bundle). */
-  params?: Record<string, unknown>;
 }
 
 export interface LoadedScript<T> {
@@ -113,9 +111,14 @@ function writeCache(file: string, header: string, data: Buffer): string | undefi
 
 /**
  * Compiles and runs a CommonJS bundle, with the first cache of its build found in
- * `options.readDirs`, and returns its exports.
+ * `options.readDirs`, and returns its exports. Under `node --enable-source-maps` the bundle is
+ * required as any module, without a cache: Node maps stack traces back to the sources only for
+ * modules it loads itself.
  */
 export function loadCachedScript<T>(bundleFile: string, options: CachedScriptOptions): LoadedScript<T> {
+  if (process.sourceMapsEnabled) {
+    return { exports: createRequire(bundleFile)(bundleFile) as T, cache: 'missing', warmedBy: [], saveAfter: () => undefined };
+  }
   const source = readFileSync(bundleFile, 'utf8');
   const buildId = buildIdOf(source);
   let found: { data: Buffer; warmedBy: string[] } | undefined;
@@ -125,13 +128,13 @@ export function loadCachedScript<T>(bundleFile: string, options: CachedScriptOpt
       if (found) break;
     }
   }
-  const extra = Object.entries(options.params ?? {});
-  const wrapper = `(function (exports, require, module, __filename, __dirname${extra.map(([name]) => `, ${name}`).join('')}) {${source}\n})`;
+  // The wrapper Node gives a CommonJS module, so that the bundle runs as it would if required.
+  const wrapper = `(function (exports, require, module, __filename, __dirname) {${source}\n})`;
   const script = new Script(wrapper, { filename: bundleFile, ...(found ? { cachedData: found.data } : {}) });
   const cache: CacheOutcome = found === undefined ? 'missing' : script.cachedDataRejected ? 'rejected' : 'accepted';
   const module = { exports: {} as T };
   const run = script.runInThisContext() as (...args: unknown[]) => void;
-  run(module.exports, createRequire(bundleFile), module, bundleFile, dirname(bundleFile), ...extra.map(([, value]) => value));
+  run(module.exports, createRequire(bundleFile), module, bundleFile, dirname(bundleFile));
 
   const warmedBy = cache === 'accepted' && found ? found.warmedBy : [];
   const saveAfter = (run: string): string | undefined => {

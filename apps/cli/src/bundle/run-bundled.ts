@@ -14,8 +14,11 @@ import { loadCachedScript, type CachedScriptOptions, type LoadedScript } from '.
 export const BUNDLE_DIR = fileURLToPath(new URL('../../bundle/', import.meta.url));
 export const MAIN_BUNDLE = 'svc.cjs';
 export const REDIS_LIBS_BUNDLE = 'redis-libs.cjs';
-/** The name under which the main bundle reaches the loader of redis-libs.cjs (bundle.mjs uses it). */
-export const REDIS_LIBS_PARAM = '__svcRedisLibs';
+/**
+ * The global symbol (`Symbol.for`) under which the main bundle's stand-ins for BullMQ and ioredis
+ * find the loader of redis-libs.cjs (bundle.mjs writes them).
+ */
+export const REDIS_LIBS_LOADER = 'svc.loadRedisLibs';
 /** What the build's caches are warmed by (writeBuildCaches). */
 export const BUILD_WARM_RUN = 'build';
 
@@ -31,8 +34,18 @@ type CacheDirs = Pick<CachedScriptOptions, 'readDirs' | 'writeDirs'>;
  */
 export function cacheDirsFor(env: Env, bundleDir = BUNDLE_DIR): CacheDirs {
   if (env.SVC_CODE_CACHE === 'off') return { readDirs: [], writeDirs: [] };
-  const userCache = join(env.XDG_CACHE_HOME?.startsWith('/') ? env.XDG_CACHE_HOME : join(homedir(), '.cache'), 'svc');
-  return { readDirs: [userCache, bundleDir], writeDirs: [bundleDir, userCache] };
+  const userCache = userCacheDir(env);
+  return userCache ? { readDirs: [userCache, bundleDir], writeDirs: [bundleDir, userCache] } : { readDirs: [bundleDir], writeDirs: [bundleDir] };
+}
+
+/** $XDG_CACHE_HOME/svc, else ~/.cache/svc; none for a user without a home directory. */
+function userCacheDir(env: Env): string | undefined {
+  if (env.XDG_CACHE_HOME?.startsWith('/')) return join(env.XDG_CACHE_HOME, 'svc');
+  try {
+    return join(homedir(), '.cache', 'svc');
+  } catch {
+    return undefined;
+  }
 }
 
 export interface LoadedCli {
@@ -55,7 +68,8 @@ export function loadBundledCli(cacheDirs: CacheDirs, bundleDir = BUNDLE_DIR): Lo
     }
     return redisLibs;
   };
-  const main = loadCachedScript<{ runCli: RunCli }>(join(bundleDir, MAIN_BUNDLE), { ...cacheDirs, params: { [REDIS_LIBS_PARAM]: loadRedisLibs } });
+  (globalThis as Record<symbol, unknown>)[Symbol.for(REDIS_LIBS_LOADER)] = loadRedisLibs;
+  const main = loadCachedScript<{ runCli: RunCli }>(join(bundleDir, MAIN_BUNDLE), cacheDirs);
   scripts.unshift(main);
   return { runCli: main.exports.runCli, scripts, loadRedisLibs };
 }
