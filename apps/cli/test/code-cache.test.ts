@@ -90,16 +90,36 @@ describe('a bundle run through the code cache', () => {
     expect(load(rebuilt.file, { readDirs: [dir], writeDirs: [] })).toMatchObject({ cache: 'missing', answer: 90 });
   });
 
-  it('compiles the source when V8 refuses the cache data, and replaces the bad cache', () => {
+  it('compiles the source when V8 refuses a whole cache (one made for other code), and replaces it', () => {
     const dir = freshDir();
     const { file, buildId } = writeBundle(dir, BODY);
+    const otherDir = freshDir();
+    const other = writeBundle(otherDir, `${BODY}\nmodule.exports.more = () => 'other code, other length';\n`);
+    load(other.file, { readDirs: [otherDir], writeDirs: [otherDir] }, 'build');
+    // The other bundle's cache, whole (its checksum holds), filed under this bundle's build.
+    const foreign = readFileSync(cacheFileFor(other.file, other.buildId, otherDir)).toString('latin1').replace(other.buildId, buildId);
     const cacheFile = cacheFileFor(file, buildId, dir);
-    load(file, { readDirs: [dir], writeDirs: [dir] }, 'build');
-    const good = readFileSync(cacheFile);
-    const headerEnd = good.indexOf(10) + 1;
-    writeFileSync(cacheFile, Buffer.concat([good.subarray(0, headerEnd), Buffer.alloc(good.length - headerEnd, 0x5a)]));
+    writeFileSync(cacheFile, Buffer.from(foreign, 'latin1'));
 
     expect(load(file, { readDirs: [dir], writeDirs: [dir] }, 'build')).toEqual({ cache: 'rejected', warmedBy: [], answer: 56, saved: cacheFile });
+    expect(load(file, { readDirs: [dir], writeDirs: [] }).cache).toBe('accepted');
+  });
+
+  it('never offers V8 a cache whose bytes were damaged on disk (V8 would crash on it), and replaces it', () => {
+    const dir = freshDir();
+    // Enough code for a cache of some size, so that the damage lands inside V8's own data.
+    const { file, buildId } = writeBundle(dir, `${BODY}\n${Array.from({ length: 200 }, (_, i) => `module.exports.f${i} = (x) => [x, ${i}].map(String).join('-');`).join('\n')}`);
+    const cacheFile = cacheFileFor(file, buildId, dir);
+    load(file, { readDirs: [dir], writeDirs: [dir] }, 'build');
+    const damaged = readFileSync(cacheFile);
+    const headerEnd = damaged.indexOf(10) + 1;
+    for (const at of [0.25, 0.5, 0.75]) {
+      const offset = headerEnd + Math.floor((damaged.length - headerEnd) * at);
+      for (let i = 0; i < 16; i++) damaged[offset + i] = (damaged[offset + i] as number) ^ 0x55;
+    }
+    writeFileSync(cacheFile, damaged);
+
+    expect(load(file, { readDirs: [dir], writeDirs: [dir] }, 'build')).toEqual({ cache: 'missing', warmedBy: [], answer: 56, saved: cacheFile });
     expect(load(file, { readDirs: [dir], writeDirs: [] }).cache).toBe('accepted');
   });
 

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { basename, dirname, join } from 'node:path';
@@ -27,14 +28,20 @@ const WARM_RUN = /^[a-z0-9.-]+$/;
 /**
  * A cache file starts with this line, then V8's data. The Node version and architecture are in it
  * (and in the file's name) so that a cache made by another Node is never even offered to V8: the
- * search goes on to the next directory instead.
+ * search goes on to the next directory instead. So is a SHA-1 of the data: V8 checks a cache's
+ * version, flags and length but not its bytes (outside debug builds), and crashes the process on
+ * a damaged one, so a cache whose bytes do not match is never offered to it either.
  */
-function headerFor(buildId: string, warmedBy: readonly string[]): string {
-  return `${headerStart(buildId)}${warmedBy.join(',')}\n`;
+function headerFor(buildId: string, data: Buffer, warmedBy: readonly string[]): string {
+  return `${headerStart(buildId)}${digest(data)} ${warmedBy.join(',')}\n`;
 }
 
 function headerStart(buildId: string): string {
-  return `svc-v8-cache 1 ${buildId} ${process.version} ${process.arch} `;
+  return `svc-v8-cache 2 ${buildId} ${process.version} ${process.arch} `;
+}
+
+function digest(data: Buffer): string {
+  return createHash('sha1').update(data).digest('hex');
 }
 
 export type CacheOutcome =
@@ -75,7 +82,7 @@ export function cacheFileFor(bundleFile: string, buildId: string, dir: string): 
   return join(dir, `${basename(bundleFile)}.${buildId}.${process.version}-${process.arch}.v8cache`);
 }
 
-/** The V8 data of a cache file and the runs that warmed it, if it belongs to this build and this Node. */
+/** The V8 data of a cache file and the runs that warmed it, if it is whole and belongs to this build and this Node. */
 function readCache(file: string, buildId: string): { data: Buffer; warmedBy: string[] } | undefined {
   let raw: Buffer;
   try {
@@ -86,9 +93,11 @@ function readCache(file: string, buildId: string): { data: Buffer; warmedBy: str
   const start = headerStart(buildId);
   const end = raw.indexOf(10); // the header's newline
   if (end < start.length || raw.toString('latin1', 0, start.length) !== start) return undefined;
-  const warmedBy = raw.toString('latin1', start.length, end).split(',');
+  const [sha1, runs = ''] = raw.toString('latin1', start.length, end).split(' ');
+  const warmedBy = runs.split(',');
   if (!warmedBy.every((run) => WARM_RUN.test(run))) return undefined;
-  return { data: raw.subarray(end + 1), warmedBy };
+  const data = raw.subarray(end + 1);
+  return digest(data) === sha1 ? { data, warmedBy } : undefined;
 }
 
 /** Writes a cache file atomically (a reader never sees half of one); undefined if the directory refuses. */
@@ -139,8 +148,8 @@ export function loadCachedScript<T>(bundleFile: string, options: CachedScriptOpt
   const warmedBy = cache === 'accepted' && found ? found.warmedBy : [];
   const saveAfter = (run: string): string | undefined => {
     if (buildId === undefined || options.writeDirs.length === 0 || !WARM_RUN.test(run) || warmedBy.includes(run)) return undefined;
-    const header = headerFor(buildId, [...warmedBy, run]);
     const data = script.createCachedData();
+    const header = headerFor(buildId, data, [...warmedBy, run]);
     for (const dir of options.writeDirs) {
       const written = writeCache(cacheFileFor(bundleFile, buildId, dir), header, data);
       if (written) return written;
