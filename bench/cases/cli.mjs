@@ -34,18 +34,21 @@ function cpuOf(args, { cwd, env }) {
  * The commands, interleaved sample by sample so that a burst of load elsewhere hits all of them:
  * a bare `node -e 0`; `svc accounts create` (Postgres only); `svc power-ups deploy` on a site
  * without subscriptions (Postgres, then a fan-out job in Redis: the commands that load ioredis
- * and BullMQ); and `accounts create` through the unbundled entry the bin ran before (for the
- * before/after).
+ * and BullMQ); `accounts create` with the V8 code cache off (`SVC_CODE_CACHE=off`: what a
+ * command costs when its cache is missing or refused, docs/adr/0012); and `accounts create`
+ * through the unbundled entry the bin ran before (for the before/after). The bin's caches are
+ * those `npm run build` made, grown by each command's first run (the first sample).
  */
 export function cliRun({ root, env, siteId, samples }) {
   const bin = join(root, 'apps/cli/bin/svc.js');
   const unbundled = join(root, 'apps/cli/dist/src/main.js');
-  const out = { node: [], dbCommand: [], redisCommand: [], unbundled: [] };
+  const out = { node: [], dbCommand: [], redisCommand: [], noCache: [], unbundled: [] };
   for (let i = 0; i < samples; i++) {
     const tag = `${Date.now().toString(36)}-${i}`;
     out.node.push(cpuOf(['-e', '0'], { cwd: root, env }));
     out.dbCommand.push(cpuOf([bin, 'accounts', 'create', '--name', `bench cli ${tag}`, '--json'], { cwd: root, env }));
     out.redisCommand.push(cpuOf([bin, 'power-ups', 'deploy', '--site', siteId, '--power-up', `pu_bench_${i}`, '--json'], { cwd: root, env }));
+    out.noCache.push(cpuOf([bin, 'accounts', 'create', '--name', `bench cli no cache ${tag}`, '--json'], { cwd: root, env: { ...env, SVC_CODE_CACHE: 'off' } }));
     out.unbundled.push(cpuOf([unbundled, 'accounts', 'create', '--name', `bench cli unbundled ${tag}`, '--json'], { cwd: root, env }));
   }
   return out;

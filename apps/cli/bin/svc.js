@@ -1,5 +1,8 @@
 #!/usr/bin/env node
-// A committed shim so that npm can link the bin before the build has run. It runs the bundle
-// (apps/cli/scripts/bundle.mjs, made by `npm run build`): one file instead of hundreds of
-// modules keeps a command's start-up CPU low.
-await import('../dist/bundle/svc.mjs');
+// A committed shim so that npm can link the bin before the build has run. It runs the CLI's
+// bundles (apps/cli/scripts/bundle.mjs, made by `npm run build`) through V8 code caches: no
+// module resolution and next to no compiling keep a command's start-up CPU low (docs/adr/0010, 0012).
+import { runBundledCli } from '../dist/src/bundle/run-bundled.js';
+
+// exitCode instead of process.exit: runCli has closed every connection, so the process ends by itself.
+process.exitCode = await runBundledCli(process.argv.slice(2));

@@ -1,18 +1,31 @@
-// Bundles the compiled CLI (dist/src/main.js) into dist/bundle/, which bin/svc.js runs.
+// Bundles the compiled CLI into dist/bundle/, which bin/svc.js runs, and writes V8 code caches
+// for the bundles (apps/cli/src/bundle/run-bundled.ts loads them).
 //
 // Why: an `svc` command is one short process, and most of its CPU went to Node resolving,
 // reading and compiling hundreds of small module files (knex and lodash alone are ~330) before
-// the command did anything. One bundled file per need compiles several times faster. Code
-// splitting keeps what only some commands need (ioredis and BullMQ, loaded by
-// cli-resources.ts through a dynamic import) in a chunk of its own. See docs/adr/0010.
+// the command did anything (docs/adr/0010). One bundled file compiles several times faster, and a
+// V8 code cache spares even that compile (docs/adr/0012). Node 20 caches code only for CommonJS
+// scripts run through node:vm, hence two CommonJS bundles:
+//   svc.cjs         the CLI (run-cli.js) without BullMQ and ioredis: it reaches them through
+//                   stand-ins whose first use loads the other bundle,
+//   redis-libs.cjs  BullMQ and ioredis, so a command that only touches Postgres never loads them.
+// The caches are made here after a warm-up (`svc --help`), and grow with each command's first
+// successful run (run-bundled.ts).
+// Each starts with `//svc-build <hash of its content>`, which names its caches: a cache of another
+// build is never offered to V8.
 //
 //   node apps/cli/scripts/bundle.mjs        (run by `npm run build` after tsc)
-import { readFile, rm } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 
 const CLI = fileURLToPath(new URL('..', import.meta.url));
 const OUT = `${CLI}dist/bundle`;
+const require = createRequire(`${CLI}dist/src/run-cli.js`);
+// The global through which svc.cjs loads redis-libs.cjs, and the build's cache warm-up (run-bundled.ts).
+const { REDIS_LIBS_LOADER, writeBuildCaches } = await import(`${CLI}dist/src/bundle/run-bundled.js`);
 
 // knex requires the driver of whichever dialect is configured, inside the dialect's code: only
 // pg is ever used, the others are not installed and stay unresolved requires that never run.
@@ -23,47 +36,99 @@ const UNUSED_DRIVERS = ['mysql', 'mysql2', 'mariadb', 'mariadb/callback', 'sqlit
 // of queues.ts are used, winston where no logger is built). Our own core is written that way.
 const SIDE_EFFECT_FREE = /^(@svc\/core|bullmq|ioredis|winston)(\/|$)/;
 
-await rm(OUT, { recursive: true, force: true });
-await build({
-  entryPoints: { svc: `${CLI}dist/src/main.js` },
-  outdir: OUT,
+// What the CLI uses of BullMQ and ioredis, reached from svc.cjs through stand-ins whose exports
+// load redis-libs.cjs on first access (esbuild reads a CommonJS module's exports lazily).
+const REDIS_LIBS = ['bullmq', 'ioredis'];
+
+const PLUGINS = [
+  {
+    // pg asks at load time whether it runs on Cloudflare Workers by touching the global
+    // Response, which makes Node 20 load its whole fetch implementation (undici): ~15% of a
+    // command's CPU. A CLI only ever runs on Node, so the bundle answers "no" directly.
+    name: 'pg-on-node-only',
+    setup(b) {
+      b.onLoad({ filter: /[\\/]node_modules[\\/]pg[\\/]lib[\\/]stream\.js$/ }, async (args) => {
+        const source = await readFile(args.path, 'utf8');
+        const probe = 'function isCloudflareRuntime() {';
+        if (!source.includes(probe)) return { warnings: [{ text: `pg/lib/stream.js no longer has ${probe} (bundle left as is)` }] };
+        return { contents: source.replace(probe, `${probe}\n  return false;`), loader: 'js' };
+      });
+    },
+  },
+  {
+    name: 'side-effect-free-packages',
+    setup(b) {
+      b.onResolve({ filter: SIDE_EFFECT_FREE }, async (args) => {
+        if (args.pluginData?.sideEffectFree) return undefined;
+        const resolved = await b.resolve(args.path, { kind: args.kind, resolveDir: args.resolveDir, importer: args.importer, pluginData: { sideEffectFree: true } });
+        return resolved.errors.length ? undefined : { ...resolved, sideEffects: false };
+      });
+    },
+  },
+];
+
+/** The stand-in module for one of REDIS_LIBS in svc.cjs. */
+function standIn(name) {
+  const names = Object.keys(require(name)).filter((key) => key !== '__esModule');
+  return [
+    `const load = () => globalThis[Symbol.for(${JSON.stringify(REDIS_LIBS_LOADER)})]()[${JSON.stringify(name)}];`,
+    "Object.defineProperty(exports, '__esModule', { value: true });",
+    `for (const name of ${JSON.stringify(names)}) Object.defineProperty(exports, name, { enumerable: true, get: () => load()[name] });`,
+  ].join('\n');
+}
+
+const REDIS_LIBS_FILTER = new RegExp(`^(${REDIS_LIBS.join('|')})$`);
+const COMMON = {
   bundle: true,
-  splitting: true,
-  format: 'esm',
+  format: 'cjs',
   platform: 'node',
   target: 'node20',
-  outExtension: { '.js': '.mjs' },
-  chunkNames: 'chunks/[name]-[hash]',
   external: UNUSED_DRIVERS,
-  // CommonJS packages inside an ES module bundle still call require() for Node's own modules.
-  banner: { js: "import { createRequire as __svcCreateRequire } from 'node:module'; const require = __svcCreateRequire(import.meta.url);" },
   minify: true,
   sourcemap: 'linked',
   logLevel: 'warning',
+  write: false,
+  // Only core's migrate.ts asks for its own URL (the CLI never migrates); CommonJS has __filename.
+  define: { 'import.meta.url': '__svcImportMetaUrl' },
+  // Replaced below by the hash of the whole file (same length, so the source map stays true).
+  banner: { js: `//svc-build ${'0'.repeat(16)}\nvar __svcImportMetaUrl = require('node:url').pathToFileURL(__filename).href;` },
+};
+
+const main = await build({
+  ...COMMON,
+  entryPoints: { svc: `${CLI}dist/src/run-cli.js` },
+  outdir: OUT,
+  outExtension: { '.js': '.cjs' },
   plugins: [
     {
-      // pg asks at load time whether it runs on Cloudflare Workers by touching the global
-      // Response, which makes Node 20 load its whole fetch implementation (undici): ~15% of a
-      // command's CPU. A CLI only ever runs on Node, so the bundle answers "no" directly.
-      name: 'pg-on-node-only',
+      name: 'redis-libs-on-first-use',
       setup(b) {
-        b.onLoad({ filter: /[\\/]node_modules[\\/]pg[\\/]lib[\\/]stream\.js$/ }, async (args) => {
-          const source = await readFile(args.path, 'utf8');
-          const probe = 'function isCloudflareRuntime() {';
-          if (!source.includes(probe)) return { warnings: [{ text: `pg/lib/stream.js no longer has ${probe} (bundle left as is)` }] };
-          return { contents: source.replace(probe, `${probe}\n  return false;`), loader: 'js' };
-        });
+        b.onResolve({ filter: REDIS_LIBS_FILTER }, (args) => ({ path: args.path, namespace: 'redis-libs' }));
+        b.onLoad({ filter: /.*/, namespace: 'redis-libs' }, (args) => ({ contents: standIn(args.path), loader: 'js' }));
       },
     },
-    {
-      name: 'side-effect-free-packages',
-      setup(b) {
-        b.onResolve({ filter: SIDE_EFFECT_FREE }, async (args) => {
-          if (args.pluginData?.sideEffectFree) return undefined;
-          const resolved = await b.resolve(args.path, { kind: args.kind, resolveDir: args.resolveDir, importer: args.importer, pluginData: { sideEffectFree: true } });
-          return resolved.errors.length ? undefined : { ...resolved, sideEffects: false };
-        });
-      },
-    },
+    ...PLUGINS,
   ],
 });
+const libs = await build({
+  ...COMMON,
+  stdin: {
+    contents: `module.exports = { ${REDIS_LIBS.map((name) => `${JSON.stringify(name)}: require(${JSON.stringify(name)})`).join(', ')} };`,
+    resolveDir: `${CLI}dist/src`,
+    sourcefile: 'redis-libs.cjs',
+  },
+  outfile: `${OUT}/redis-libs.cjs`,
+  plugins: PLUGINS,
+});
+
+await rm(OUT, { recursive: true, force: true });
+await mkdir(OUT, { recursive: true });
+for (const file of [...main.outputFiles, ...libs.outputFiles]) {
+  let contents = file.text;
+  if (file.path.endsWith('.cjs')) {
+    const id = createHash('sha256').update(contents).digest('hex').slice(0, 16);
+    contents = contents.replace(`//svc-build ${'0'.repeat(16)}\n`, `//svc-build ${id}\n`);
+  }
+  await writeFile(file.path, contents);
+}
+await writeBuildCaches(`${OUT}/`);

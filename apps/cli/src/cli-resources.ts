@@ -10,8 +10,9 @@ import {
   type Redis,
 } from '@svc/core';
 import type { TextSink } from './cli-io.js';
+import * as redisCommands from './redis-commands.js';
 
-type RedisCommands = typeof import('./redis-commands.js');
+type RedisCommands = typeof redisCommands;
 
 export type Env = Record<string, string | undefined>;
 
@@ -27,7 +28,6 @@ export class CliResources {
   private openDb: Db | undefined;
   private openRedis: Redis | undefined;
   private openQueues: Queues | undefined;
-  private loadedRedisCommands: RedisCommands | undefined;
 
   constructor(
     private readonly env: Env | undefined,
@@ -72,8 +72,8 @@ export class CliResources {
   }
 
   /**
-   * Both queues, each opened (with Redis) only when first touched. The code behind them is
-   * loaded now, while the command can still wait; the connections only when a job is added.
+   * Both queues, each opened (with Redis) only when first touched, i.e. when a job is added after
+   * the commit: a command refused by the database never loads BullMQ or ioredis in the bundle.
    */
   private async lazyQueues(): Promise<Pick<Queues, 'fanout' | 'delivery'>> {
     const connections = await this.redisCommands();
@@ -92,10 +92,12 @@ export class CliResources {
     };
   }
 
-  /** The functions of core that reach Redis, loaded with ioredis and BullMQ on first use (see redis-commands.ts). */
+  /**
+   * The functions of core that reach Redis (see redis-commands.ts). In the bundle the bin runs,
+   * ioredis and BullMQ behind them load only when first used (apps/cli/scripts/bundle.mjs).
+   */
   async redisCommands(): Promise<RedisCommands> {
-    this.loadedRedisCommands ??= await import('./redis-commands.js');
-    return this.loadedRedisCommands;
+    return redisCommands;
   }
 
   /**

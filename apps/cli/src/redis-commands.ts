@@ -1,10 +1,10 @@
 import { createQueues, createRedis, type Queues, type Redis, type RedisTarget } from '@svc/core';
 
 /**
- * Everything of core that reaches Redis, in a module of its own that CliResources loads with a
- * dynamic import (see redisCommands()): only a command that enqueues or revokes loads ioredis and
- * BullMQ; a command that only touches the database never pays for compiling them. Commands take
- * these functions from here, never from '@svc/core' directly, or the bundle would load them for all.
+ * Everything of core that reaches Redis, in one module: the commands take these functions from
+ * here, never from '@svc/core' directly, so that what needs ioredis and BullMQ is in one place.
+ * The bundle the bin runs reaches ioredis and BullMQ through stand-ins that load them on first
+ * use (apps/cli/scripts/bundle.mjs): a command that only touches the database never loads them.
  */
 export { completeAiMonitorRun, completeScan, deployPowerUp, redeliverAnyDelivery, revokeApiKeyEverywhere } from '@svc/core';
 

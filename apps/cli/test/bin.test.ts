@@ -8,6 +8,8 @@ import { openTestDb } from './support.js';
 const run = promisify(execFile);
 /** The committed shim npm links as `svc` (this file runs from dist/test). */
 const BIN = fileURLToPath(new URL('../../bin/svc.js', import.meta.url));
+/** What the bin runs the bundles with (compiled beside this file's dist/test). */
+const RUN_BUNDLED = new URL('../src/bundle/run-bundled.js', import.meta.url).href;
 /** Long enough for a cold start; a process kept alive by an open connection would hit it. */
 const EXIT_TIMEOUT_MS = 20_000;
 
@@ -61,4 +63,33 @@ describe('the svc bin', () => {
     expect(error).toMatchObject({ code: 2, stdout: '' });
     expect(error?.stderr).toBe("svc: error: option '--score <n>' argument 'abc' is invalid. It must be a number such as 87 or 87.5.\n");
   });
+
+  it('prints exactly the same with the code cache as without it', async () => {
+    const outcome = (args: string[], extra: Record<string, string>) =>
+      run(process.execPath, [BIN, ...args], { env: childEnv(extra), timeout: EXIT_TIMEOUT_MS }).then(
+        ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
+        (failure: { code: number; stdout: string; stderr: string }) => ({ code: failure.code, stdout: failure.stdout, stderr: failure.stderr }),
+      );
+    for (const args of [['sites', '--help'], ['scans', 'complete', 'scan_x', '--score', 'abc'], ['deliveries', 'list', '--subscription', 'sub_missing', '--json']]) {
+      const cached = await outcome(args, {});
+      const compiled = await outcome(args, { SVC_CODE_CACHE: 'off' });
+      expect(cached).toEqual(compiled);
+      expect(cached.stdout + cached.stderr).not.toBe('');
+    }
+  });
+
+  it('finds, after the build, a code cache of both bundles that V8 takes', async () => {
+    // In a child process, as the bin would run: jest's own process runs with other V8 flags.
+    const probe = [
+      `import { BUNDLE_DIR, loadBundledCli } from ${JSON.stringify(RUN_BUNDLED)};`,
+      'const cli = loadBundledCli({ readDirs: [BUNDLE_DIR], writeDirs: [] });',
+      'cli.loadRedisLibs();',
+      'console.log(JSON.stringify(cli.scripts.map((script) => script.cache)));',
+    ].join('\n');
+
+    const { stdout } = await run(process.execPath, ['--input-type=module', '-e', probe], { timeout: EXIT_TIMEOUT_MS });
+
+    expect(JSON.parse(stdout)).toEqual(['accepted', 'accepted']);
+  });
 });
+
