@@ -1,10 +1,11 @@
 import express, { Router, type Express } from 'express';
-import type { Config, Db, Logger, Queues, Redis } from '@svc/core';
+import type { AuthenticatedKey, Config, Db, Logger, Queues, Redis } from '@svc/core';
 import { aiMonitorRoutes } from './ai-monitor/ai-monitor.routes.js';
 import { authenticate, rateLimit } from './auth/authenticate.js';
 import { KeyCache } from './auth/key-cache.js';
 import { KeyLookupGate, keyLookupConcurrency } from './auth/key-lookup-gate.js';
 import { KeyUsageTracker } from './auth/key-usage-tracker.js';
+import { SharedKeyLookups } from './auth/shared-key-lookups.js';
 import { UnknownKeyCache } from './auth/unknown-key-cache.js';
 import { deliveriesRoutes } from './deliveries/deliveries.routes.js';
 import { healthRoutes } from './health/health.routes.js';
@@ -51,9 +52,10 @@ export function createApp(deps: AppDeps): Express {
   metrics.watchLimiter(limiter);
   const unknown = deps.unknownKeyCache ?? new UnknownKeyCache();
   const lookups = new KeyLookupGate(keyLookupConcurrency(deps.config.dbPoolMax));
+  const shared = new SharedKeyLookups<AuthenticatedKey | undefined>();
 
   const v1 = Router();
-  v1.use(authenticate({ db: deps.db, cache, unknown, lookups }), rateLimit({ limiter, cache, db: deps.db, usage }));
+  v1.use(authenticate({ db: deps.db, cache, unknown, lookups, shared }), rateLimit({ limiter, cache, db: deps.db, usage }));
   v1.use(sitesRoutes({ db: deps.db }));
   v1.use(scansRoutes({ db: deps.db }));
   v1.use(aiMonitorRoutes({ db: deps.db }));

@@ -15,6 +15,7 @@ import type { SlidingWindowLimiter } from '../rate-limit/sliding-window-limiter.
 import type { KeyCache } from './key-cache.js';
 import type { KeyLookupGate } from './key-lookup-gate.js';
 import type { KeyUsageTracker } from './key-usage-tracker.js';
+import type { SharedKeyLookups } from './shared-key-lookups.js';
 import type { UnknownKeyCache } from './unknown-key-cache.js';
 
 /** What authenticate() leaves for rateLimit(): the key, its hash, and whether it came from the cache. */
@@ -47,10 +48,17 @@ export function authOf(res: Response): AuthenticatedKey {
  * that cannot be a key (prefix, length, alphabet) is refused with no I/O; a well-formed key that
  * matched nothing within UNKNOWN_KEY_CACHE_TTL_MS is refused from the negative cache; a key seen
  * in the last KEY_CACHE_TTL_MS comes from the cache, and rateLimit() then confirms in the same
- * Redis call that its revocation has not been announced. Lookups that do reach Postgres pass
- * through the gate, so a flood of random keys cannot take the whole pool.
+ * Redis call that its revocation has not been announced. Concurrent requests with the same
+ * uncached key share one lookup; lookups that do reach Postgres pass through the gate, so a
+ * flood of random keys cannot take the whole pool.
  */
-export function authenticate(deps: { db: Db; cache: KeyCache; unknown: UnknownKeyCache; lookups: KeyLookupGate }): RequestHandler {
+export function authenticate(deps: {
+  db: Db;
+  cache: KeyCache;
+  unknown: UnknownKeyCache;
+  lookups: KeyLookupGate;
+  shared: SharedKeyLookups<AuthenticatedKey | undefined>;
+}): RequestHandler {
   return async (req: Request, res: Response, next: NextFunction) => {
     const header = req.get('authorization');
     if (header === undefined || header.trim() === '') {
@@ -71,7 +79,9 @@ export function authenticate(deps: { db: Db; cache: KeyCache; unknown: UnknownKe
     if (!cached && deps.unknown.has(keyHash)) throw new InvalidKeyError(INVALID_KEY_MESSAGE);
     const generation = deps.cache.currentGeneration();
     const unknownGeneration = deps.unknown.currentGeneration();
-    const key = cached ?? (await deps.lookups.run(() => findActiveKeyByHash(deps.db, keyHash)));
+    const key =
+      cached ??
+      (await deps.shared.run(keyHash, [generation, unknownGeneration], () => deps.lookups.run(() => findActiveKeyByHash(deps.db, keyHash))));
     if (!key) {
       deps.unknown.add(keyHash, unknownGeneration);
       throw new InvalidKeyError(INVALID_KEY_MESSAGE);
