@@ -54,13 +54,16 @@ export function createApp(deps: AppDeps): Express {
   const lookups = new KeyLookupGate(keyLookupConcurrency(deps.config.dbPoolMax));
   const shared = new SharedKeyLookups<AuthenticatedKey | undefined>();
 
+  // One flat router for every /api/v1 route, in this order: a request walks one route list
+  // instead of entering a router per resource (the profile had Express's router at a tenth of
+  // the API's CPU on GET /webhooks, the fourth router it entered).
   const v1 = Router();
   v1.use(authenticate({ db: deps.db, cache, unknown, lookups, shared }), rateLimit({ limiter, cache, db: deps.db, usage }));
-  v1.use(sitesRoutes({ db: deps.db }));
-  v1.use(scansRoutes({ db: deps.db }));
-  v1.use(aiMonitorRoutes({ db: deps.db }));
-  v1.use(webhooksRoutes({ db: deps.db, queues: deps.queues }));
-  v1.use(deliveriesRoutes({ db: deps.db, queues: deps.queues, logger: deps.logger }));
+  sitesRoutes({ db: deps.db }, v1);
+  scansRoutes({ db: deps.db }, v1);
+  aiMonitorRoutes({ db: deps.db }, v1);
+  webhooksRoutes({ db: deps.db, queues: deps.queues }, v1);
+  deliveriesRoutes({ db: deps.db, queues: deps.queues, logger: deps.logger }, v1);
 
   const health = healthRoutes({ db: deps.db, redis: deps.redis, limiter });
   const description = [openApiRoutes(), docsRoutes()];
@@ -71,9 +74,11 @@ export function createApp(deps: AppDeps): Express {
   app.set('etag', false);
   app.use(requestContext(deps.logger));
   app.use(measureRequests(metrics, routes));
+  // The API first: its requests need not pass the health and description routers (their paths
+  // never start with /api/v1, so no request is answered differently).
+  app.use('/api/v1', v1);
   app.use(health);
   app.use(description);
-  app.use('/api/v1', v1);
   app.use(notFound);
   app.use(errorHandler(deps.logger, metrics));
   return app;

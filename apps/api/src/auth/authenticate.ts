@@ -109,11 +109,9 @@ export function rateLimit(deps: { limiter: SlidingWindowLimiter; cache: KeyCache
     }
     // Only now is the key known not to be revoked: a refused key's lastUsedAt must not move.
     deps.usage.noteUse(auth);
-    res.set({
-      'X-RateLimit-Limit': String(decision.limit),
-      'X-RateLimit-Remaining': String(decision.remaining),
-      'X-RateLimit-Reset': String(Math.ceil(decision.resetAtMs / 1000)),
-    });
+    res.setHeader('X-RateLimit-Limit', String(decision.limit));
+    res.setHeader('X-RateLimit-Remaining', String(decision.remaining));
+    res.setHeader('X-RateLimit-Reset', String(Math.ceil(decision.resetAtMs / 1000)));
     if (!decision.allowed) {
       throw new RateLimitedError(`More than ${decision.limit} requests per minute for this API key; retry after 60 seconds.`);
     }

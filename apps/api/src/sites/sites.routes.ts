@@ -20,8 +20,7 @@ function presentDetail(site: SiteDetail) {
 }
 
 /** Spec §4.1, §4.2. */
-export function sitesRoutes(deps: { db: Db }): Router {
-  const router = Router();
+export function sitesRoutes(deps: { db: Db }, router: Router = Router()): Router {
   router.get('/sites', requireScope('read:sites'), async (_req, res) => {
     const sites = await listSites(deps.db, authOf(res).accountId);
     res.json({ data: { sites: sites.map(presentSummary) } });

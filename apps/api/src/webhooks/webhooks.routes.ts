@@ -61,8 +61,7 @@ function presentListing(sub: SubscriptionListing) {
 }
 
 /** Spec §4.3–§4.5. */
-export function webhooksRoutes(deps: { db: Db; queues: Pick<Queues, 'delivery'> }): Router {
-  const router = Router();
+export function webhooksRoutes(deps: { db: Db; queues: Pick<Queues, 'delivery'> }, router: Router = Router()): Router {
   router.post('/webhooks', requireScope('write:webhooks'), requireBody, jsonBody, requireDecodedBody, async (req, res) => {
     const input = parseCreateSubscription(req.body);
     const sub = await createSubscription(deps.db, authOf(res).accountId, input);
