@@ -59,38 +59,53 @@ export function authenticate(deps: {
   lookups: KeyLookupGate;
   shared: SharedKeyLookups<AuthenticatedKey | undefined>;
 }): RequestHandler {
-  return async (req: Request, res: Response, next: NextFunction) => {
-    const header = req.get('authorization');
-    if (header === undefined || header.trim() === '') {
-      throw new UnauthorizedError('The Authorization header is missing; send "Authorization: Bearer <API key>".');
-    }
-    if (authorizationHeaderCount(req) > 1) {
-      // Node keeps the first and drops the rest; a proxy in front may have picked another one.
-      throw new UnauthorizedError('More than one Authorization header was sent; send exactly one.');
-    }
-    const match = BEARER.exec(header.trim());
-    if (!match?.[1]) {
-      throw new UnauthorizedError('The Authorization header is malformed; expected "Bearer <API key>".');
-    }
-    const token = match[1];
-    if (!isWellFormedApiKey(token)) throw new InvalidKeyError(INVALID_KEY_MESSAGE);
-    const keyHash = hashApiKey(token);
-    const cached = deps.cache.get(keyHash);
-    if (!cached && deps.unknown.has(keyHash)) throw new InvalidKeyError(INVALID_KEY_MESSAGE);
+  const lookUp = async (keyHash: string): Promise<AuthenticatedKey> => {
+    if (deps.unknown.has(keyHash)) throw new InvalidKeyError(INVALID_KEY_MESSAGE);
     const generation = deps.cache.currentGeneration();
     const unknownGeneration = deps.unknown.currentGeneration();
-    const key =
-      cached ??
-      (await deps.shared.run(keyHash, [generation, unknownGeneration], () => deps.lookups.run(() => findActiveKeyByHash(deps.db, keyHash))));
+    const key = await deps.shared.run(keyHash, [generation, unknownGeneration], () =>
+      deps.lookups.run(() => findActiveKeyByHash(deps.db, keyHash)),
+    );
     if (!key) {
       deps.unknown.add(keyHash, unknownGeneration);
       throw new InvalidKeyError(INVALID_KEY_MESSAGE);
     }
-    if (!cached) deps.cache.set(keyHash, key, generation);
-    const locals: AuthLocals = { auth: key, keyHash, keyFromCache: cached !== undefined };
-    Object.assign(res.locals, locals);
-    next();
+    deps.cache.set(keyHash, key, generation);
+    return key;
   };
+  return (req: Request, res: Response, next: NextFunction) => {
+    const keyHash = hashApiKey(presentedToken(req));
+    const cached = deps.cache.get(keyHash);
+    // Most requests end here, with no promise to settle: the key was looked up recently.
+    if (cached) return admit(res, next, { auth: cached, keyHash, keyFromCache: true });
+    return lookUp(keyHash).then((key) => admit(res, next, { auth: key, keyHash, keyFromCache: false }));
+  };
+}
+
+/** The bearer token of the request, or the 401 its Authorization header deserves. */
+function presentedToken(req: Request): string {
+  const header = req.get('authorization');
+  if (header === undefined || header.trim() === '') {
+    throw new UnauthorizedError('The Authorization header is missing; send "Authorization: Bearer <API key>".');
+  }
+  if (authorizationHeaderCount(req) > 1) {
+    // Node keeps the first and drops the rest; a proxy in front may have picked another one.
+    throw new UnauthorizedError('More than one Authorization header was sent; send exactly one.');
+  }
+  const match = BEARER.exec(header.trim());
+  if (!match?.[1]) {
+    throw new UnauthorizedError('The Authorization header is malformed; expected "Bearer <API key>".');
+  }
+  const token = match[1];
+  if (!isWellFormedApiKey(token)) throw new InvalidKeyError(INVALID_KEY_MESSAGE);
+  return token;
+}
+
+function admit(res: Response, next: NextFunction, locals: AuthLocals): void {
+  res.locals.auth = locals.auth;
+  res.locals.keyHash = locals.keyHash;
+  res.locals.keyFromCache = locals.keyFromCache;
+  next();
 }
 
 /**

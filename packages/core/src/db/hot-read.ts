@@ -40,6 +40,7 @@ export async function runHotRead<R extends QueryResultRow>(db: DbOrTx, read: Hot
     const result = await connection.query<R>({ name: read.name, text: read.pgText, values });
     return result.rows;
   } finally {
-    await db.client.releaseConnection(connection);
+    // Back in the pool at once; knex's release returns an already settled promise.
+    void db.client.releaseConnection(connection);
   }
 }
