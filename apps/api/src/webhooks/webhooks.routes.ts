@@ -1,12 +1,12 @@
 import express, { Router, type NextFunction, type Request, type Response } from 'express';
 import {
   createSubscription,
-  listSubscriptions,
+  listSubscriptionsAsShown,
   revokeSubscription,
   ValidationError,
   type Db,
   type Queues,
-  type SubscriptionListing,
+  type ShownSubscription,
 } from '@svc/core';
 import { authOf, requireScope } from '../auth/authenticate.js';
 import { requireIdShape } from '../http/path-params.js';
@@ -48,13 +48,13 @@ function requireDecodedBody(_req: Request, res: Response, next: NextFunction): v
   next();
 }
 
-function presentListing(sub: SubscriptionListing) {
+function presentListing(sub: ShownSubscription) {
   return {
     id: sub.id,
     url: sub.url,
     events: sub.events,
-    createdAt: sub.createdAt.toISOString(),
-    lastDeliveryAt: sub.lastDeliveryAt ? sub.lastDeliveryAt.toISOString() : null,
+    createdAt: sub.createdAt,
+    lastDeliveryAt: sub.lastDeliveryAt,
     failureCount: sub.failureCount,
     status: sub.status,
   };
@@ -72,7 +72,7 @@ export function webhooksRoutes(deps: { db: Db; queues: Pick<Queues, 'delivery'> 
     });
   });
   router.get('/webhooks', requireScope('read:webhooks'), async (_req, res) => {
-    const subscriptions = await listSubscriptions(deps.db, authOf(res).accountId);
+    const subscriptions = await listSubscriptionsAsShown(deps.db, authOf(res).accountId);
     res.json({ data: { subscriptions: subscriptions.map(presentListing) } });
   });
   router.delete(

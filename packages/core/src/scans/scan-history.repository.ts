@@ -1,5 +1,5 @@
 import type { DbOrTx } from '../db/knex.js';
-import { hotRead, runHotRead, type HotRead } from '../db/hot-read.js';
+import { hotRead, isoUtc, runHotRead, type HotRead } from '../db/hot-read.js';
 import { NotFoundError } from '../errors.js';
 import type { ScanTrigger } from './scan-inputs.js';
 import { toScan, type Scan, type ScanRow } from './scan.repository.js';
@@ -49,7 +49,7 @@ interface HistoryRow {
 }
 
 /** The same text as Date#toISOString for any time the service records. */
-const ISO_UTC = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+const ISO_UTC = isoUtc;
 
 /**
  * The statement for each combination of filters. Each is its own named prepared statement with
