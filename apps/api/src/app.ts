@@ -1,10 +1,11 @@
 import express, { Router, type Express } from 'express';
-import type { Config, Db, Logger, Queues, Redis } from '@svc/core';
+import type { AuthenticatedKey, Config, Db, Logger, Queues, Redis } from '@svc/core';
 import { aiMonitorRoutes } from './ai-monitor/ai-monitor.routes.js';
 import { authenticate, rateLimit } from './auth/authenticate.js';
 import { KeyCache } from './auth/key-cache.js';
 import { KeyLookupGate, keyLookupConcurrency } from './auth/key-lookup-gate.js';
 import { KeyUsageTracker } from './auth/key-usage-tracker.js';
+import { SharedKeyLookups } from './auth/shared-key-lookups.js';
 import { UnknownKeyCache } from './auth/unknown-key-cache.js';
 import { deliveriesRoutes } from './deliveries/deliveries.routes.js';
 import { healthRoutes } from './health/health.routes.js';
@@ -51,14 +52,18 @@ export function createApp(deps: AppDeps): Express {
   metrics.watchLimiter(limiter);
   const unknown = deps.unknownKeyCache ?? new UnknownKeyCache();
   const lookups = new KeyLookupGate(keyLookupConcurrency(deps.config.dbPoolMax));
+  const shared = new SharedKeyLookups<AuthenticatedKey | undefined>();
 
+  // One flat router for every /api/v1 route, in this order: a request walks one route list
+  // instead of entering a router per resource (the profile had Express's router at a tenth of
+  // the API's CPU on GET /webhooks, the fourth router it entered).
   const v1 = Router();
-  v1.use(authenticate({ db: deps.db, cache, unknown, lookups }), rateLimit({ limiter, cache, db: deps.db, usage }));
-  v1.use(sitesRoutes({ db: deps.db }));
-  v1.use(scansRoutes({ db: deps.db }));
-  v1.use(aiMonitorRoutes({ db: deps.db }));
-  v1.use(webhooksRoutes({ db: deps.db, queues: deps.queues }));
-  v1.use(deliveriesRoutes({ db: deps.db, queues: deps.queues, logger: deps.logger }));
+  v1.use(authenticate({ db: deps.db, cache, unknown, lookups, shared }), rateLimit({ limiter, cache, db: deps.db, usage }));
+  sitesRoutes({ db: deps.db }, v1);
+  scansRoutes({ db: deps.db }, v1);
+  aiMonitorRoutes({ db: deps.db }, v1);
+  webhooksRoutes({ db: deps.db, queues: deps.queues }, v1);
+  deliveriesRoutes({ db: deps.db, queues: deps.queues, logger: deps.logger }, v1);
 
   const health = healthRoutes({ db: deps.db, redis: deps.redis, limiter });
   const description = [openApiRoutes(), docsRoutes()];
@@ -69,9 +74,11 @@ export function createApp(deps: AppDeps): Express {
   app.set('etag', false);
   app.use(requestContext(deps.logger));
   app.use(measureRequests(metrics, routes));
+  // The API first: its requests need not pass the health and description routers (their paths
+  // never start with /api/v1, so no request is answered differently).
+  app.use('/api/v1', v1);
   app.use(health);
   app.use(description);
-  app.use('/api/v1', v1);
   app.use(notFound);
   app.use(errorHandler(deps.logger, metrics));
   return app;

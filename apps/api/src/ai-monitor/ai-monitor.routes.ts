@@ -15,8 +15,7 @@ function presentRun(run: AiMonitorRun) {
 }
 
 /** Issue 9: the latest completed AI Monitor run of a site (scope read:ai-monitor); `run: null` mirrors latestScan. */
-export function aiMonitorRoutes(deps: { db: Db }): Router {
-  const router = Router();
+export function aiMonitorRoutes(deps: { db: Db }, router: Router = Router()): Router {
   router.get(
     '/sites/:siteId/ai-monitor/latest',
     requireScope('read:ai-monitor'),

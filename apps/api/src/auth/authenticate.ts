@@ -15,6 +15,7 @@ import type { SlidingWindowLimiter } from '../rate-limit/sliding-window-limiter.
 import type { KeyCache } from './key-cache.js';
 import type { KeyLookupGate } from './key-lookup-gate.js';
 import type { KeyUsageTracker } from './key-usage-tracker.js';
+import type { SharedKeyLookups } from './shared-key-lookups.js';
 import type { UnknownKeyCache } from './unknown-key-cache.js';
 
 /** What authenticate() leaves for rateLimit(): the key, its hash, and whether it came from the cache. */
@@ -47,40 +48,64 @@ export function authOf(res: Response): AuthenticatedKey {
  * that cannot be a key (prefix, length, alphabet) is refused with no I/O; a well-formed key that
  * matched nothing within UNKNOWN_KEY_CACHE_TTL_MS is refused from the negative cache; a key seen
  * in the last KEY_CACHE_TTL_MS comes from the cache, and rateLimit() then confirms in the same
- * Redis call that its revocation has not been announced. Lookups that do reach Postgres pass
- * through the gate, so a flood of random keys cannot take the whole pool.
+ * Redis call that its revocation has not been announced. Concurrent requests with the same
+ * uncached key share one lookup; lookups that do reach Postgres pass through the gate, so a
+ * flood of random keys cannot take the whole pool.
  */
-export function authenticate(deps: { db: Db; cache: KeyCache; unknown: UnknownKeyCache; lookups: KeyLookupGate }): RequestHandler {
-  return async (req: Request, res: Response, next: NextFunction) => {
-    const header = req.get('authorization');
-    if (header === undefined || header.trim() === '') {
-      throw new UnauthorizedError('The Authorization header is missing; send "Authorization: Bearer <API key>".');
-    }
-    if (authorizationHeaderCount(req) > 1) {
-      // Node keeps the first and drops the rest; a proxy in front may have picked another one.
-      throw new UnauthorizedError('More than one Authorization header was sent; send exactly one.');
-    }
-    const match = BEARER.exec(header.trim());
-    if (!match?.[1]) {
-      throw new UnauthorizedError('The Authorization header is malformed; expected "Bearer <API key>".');
-    }
-    const token = match[1];
-    if (!isWellFormedApiKey(token)) throw new InvalidKeyError(INVALID_KEY_MESSAGE);
-    const keyHash = hashApiKey(token);
-    const cached = deps.cache.get(keyHash);
-    if (!cached && deps.unknown.has(keyHash)) throw new InvalidKeyError(INVALID_KEY_MESSAGE);
+export function authenticate(deps: {
+  db: Db;
+  cache: KeyCache;
+  unknown: UnknownKeyCache;
+  lookups: KeyLookupGate;
+  shared: SharedKeyLookups<AuthenticatedKey | undefined>;
+}): RequestHandler {
+  const lookUp = async (keyHash: string): Promise<AuthenticatedKey> => {
+    if (deps.unknown.has(keyHash)) throw new InvalidKeyError(INVALID_KEY_MESSAGE);
     const generation = deps.cache.currentGeneration();
     const unknownGeneration = deps.unknown.currentGeneration();
-    const key = cached ?? (await deps.lookups.run(() => findActiveKeyByHash(deps.db, keyHash)));
+    const key = await deps.shared.run(keyHash, [generation, unknownGeneration], () =>
+      deps.lookups.run(() => findActiveKeyByHash(deps.db, keyHash)),
+    );
     if (!key) {
       deps.unknown.add(keyHash, unknownGeneration);
       throw new InvalidKeyError(INVALID_KEY_MESSAGE);
     }
-    if (!cached) deps.cache.set(keyHash, key, generation);
-    const locals: AuthLocals = { auth: key, keyHash, keyFromCache: cached !== undefined };
-    Object.assign(res.locals, locals);
-    next();
+    deps.cache.set(keyHash, key, generation);
+    return key;
   };
+  return (req: Request, res: Response, next: NextFunction) => {
+    const keyHash = hashApiKey(presentedToken(req));
+    const cached = deps.cache.get(keyHash);
+    // Most requests end here, with no promise to settle: the key was looked up recently.
+    if (cached) return admit(res, next, { auth: cached, keyHash, keyFromCache: true });
+    return lookUp(keyHash).then((key) => admit(res, next, { auth: key, keyHash, keyFromCache: false }));
+  };
+}
+
+/** The bearer token of the request, or the 401 its Authorization header deserves. */
+function presentedToken(req: Request): string {
+  const header = req.get('authorization');
+  if (header === undefined || header.trim() === '') {
+    throw new UnauthorizedError('The Authorization header is missing; send "Authorization: Bearer <API key>".');
+  }
+  if (authorizationHeaderCount(req) > 1) {
+    // Node keeps the first and drops the rest; a proxy in front may have picked another one.
+    throw new UnauthorizedError('More than one Authorization header was sent; send exactly one.');
+  }
+  const match = BEARER.exec(header.trim());
+  if (!match?.[1]) {
+    throw new UnauthorizedError('The Authorization header is malformed; expected "Bearer <API key>".');
+  }
+  const token = match[1];
+  if (!isWellFormedApiKey(token)) throw new InvalidKeyError(INVALID_KEY_MESSAGE);
+  return token;
+}
+
+function admit(res: Response, next: NextFunction, locals: AuthLocals): void {
+  res.locals.auth = locals.auth;
+  res.locals.keyHash = locals.keyHash;
+  res.locals.keyFromCache = locals.keyFromCache;
+  next();
 }
 
 /**
@@ -99,11 +124,9 @@ export function rateLimit(deps: { limiter: SlidingWindowLimiter; cache: KeyCache
     }
     // Only now is the key known not to be revoked: a refused key's lastUsedAt must not move.
     deps.usage.noteUse(auth);
-    res.set({
-      'X-RateLimit-Limit': String(decision.limit),
-      'X-RateLimit-Remaining': String(decision.remaining),
-      'X-RateLimit-Reset': String(Math.ceil(decision.resetAtMs / 1000)),
-    });
+    res.setHeader('X-RateLimit-Limit', String(decision.limit));
+    res.setHeader('X-RateLimit-Remaining', String(decision.remaining));
+    res.setHeader('X-RateLimit-Reset', String(Math.ceil(decision.resetAtMs / 1000)));
     if (!decision.allowed) {
       throw new RateLimitedError(`More than ${decision.limit} requests per minute for this API key; retry after 60 seconds.`);
     }

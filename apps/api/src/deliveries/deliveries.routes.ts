@@ -20,8 +20,10 @@ const NO_SUBSCRIPTION = 'No webhook subscription with this id exists in your acc
 const NO_DELIVERY = 'No delivery with this id exists for this webhook subscription.';
 
 /** Issue 10: a subscription's delivery log, one delivery, and redelivery. */
-export function deliveriesRoutes(deps: { db: Db; queues: Pick<Queues, 'delivery'>; logger: Pick<Logger, 'warn'> }): Router {
-  const router = Router();
+export function deliveriesRoutes(
+  deps: { db: Db; queues: Pick<Queues, 'delivery'>; logger: Pick<Logger, 'warn'> },
+  router: Router = Router(),
+): Router {
   const subscriptionId = requireIdShape('subscriptionId', NO_SUBSCRIPTION);
   const deliveryId = requireIdShape('deliveryId', NO_DELIVERY);
 

@@ -8,7 +8,7 @@ export function requestContext(logger: Logger) {
     const requestId = randomUUID();
     const started = process.hrtime.bigint();
     res.locals.requestId = requestId;
-    res.set('Request-Id', requestId);
+    res.setHeader('Request-Id', requestId);
     // When the level is off, skip the line entirely: winston would build and format it only to drop it.
     if (!logger.isLevelEnabled('http')) {
       next();

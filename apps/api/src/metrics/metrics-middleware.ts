@@ -8,7 +8,7 @@ export function measureRequests(metrics: ApiMetrics, routes: RouteTemplates) {
     const started = process.hrtime.bigint();
     res.on('finish', () => {
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-      metrics.requestFinished(req.method, routes.templateOf(req.method, req.originalUrl.split('?')[0] ?? '/'), res.statusCode, seconds);
+      metrics.requestFinished(req.method, routes.templateOfRequest(req), res.statusCode, seconds);
     });
     next();
   };

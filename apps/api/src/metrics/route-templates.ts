@@ -16,11 +16,22 @@ interface RouteLayer {
  */
 export class RouteTemplates {
   private readonly routes: Array<{ template: string; method: string | undefined; test: (path: string) => boolean }> = [];
+  /** Each declared route's template, by the route object Express leaves in req.route once it matched. */
+  private readonly byRoute = new Map<unknown, string>();
 
   /** Adds every route of `router` (and the routers it uses) under `prefix`. */
   add(prefix: string, router: Router): this {
     for (const layer of (router as unknown as { stack: RouteLayer[] }).stack) this.addLayer(prefix, layer);
     return this;
+  }
+
+  /**
+   * The template of the route that handled the request, computed once per route at start-up;
+   * for a request no route took (refused before routing, or unknown), found from its path.
+   */
+  templateOfRequest(req: { method: string; originalUrl: string; route?: unknown }): string {
+    const known = req.route === undefined ? undefined : this.byRoute.get(req.route);
+    return known ?? this.templateOf(req.method, req.originalUrl.split('?')[0] ?? '/');
   }
 
   templateOf(method: string, path: string): string {
@@ -32,6 +43,7 @@ export class RouteTemplates {
   private addLayer(prefix: string, layer: RouteLayer): void {
     if (layer.route && typeof layer.route.path === 'string') {
       const template = `${prefix}${layer.route.path}`;
+      this.byRoute.set(layer.route, template);
       const test = match(template, { decode: false });
       const methods = Object.keys(layer.route.methods ?? {}).filter((name) => name !== '_all');
       for (const name of methods.length ? methods : [undefined]) {

@@ -35,8 +35,7 @@ function presentScan(scan: Scan) {
 const parseHistoryQuery = validateQuery<{ limit: number; cursor?: string; since?: string }>('listSiteScans');
 
 /** Issue 9: the score history of a site and one scan's detail (scope read:scans). */
-export function scansRoutes(deps: { db: Db }): Router {
-  const router = Router();
+export function scansRoutes(deps: { db: Db }, router: Router = Router()): Router {
   router.get(
     '/sites/:siteId/scans',
     requireScope('read:scans'),

@@ -1,10 +1,14 @@
 import { Router } from 'express';
-import { getSiteDetail, listSites, type Db, type SiteDetail, type SiteSummary } from '@svc/core';
+import { getSiteDetail, listSitesAsShown, type Db, type ShownSiteSummary, type SiteDetail, type SiteSummary } from '@svc/core';
 import { authOf, requireScope } from '../auth/authenticate.js';
 import { requireIdShape } from '../http/path-params.js';
 
 function presentSummary(site: SiteSummary) {
   return { id: site.id, domain: site.domain, name: site.name, status: site.status, createdAt: site.createdAt.toISOString() };
+}
+
+function presentShownSummary(site: ShownSiteSummary) {
+  return { id: site.id, domain: site.domain, name: site.name, status: site.status, createdAt: site.createdAt };
 }
 
 function presentDetail(site: SiteDetail) {
@@ -20,11 +24,10 @@ function presentDetail(site: SiteDetail) {
 }
 
 /** Spec §4.1, §4.2. */
-export function sitesRoutes(deps: { db: Db }): Router {
-  const router = Router();
+export function sitesRoutes(deps: { db: Db }, router: Router = Router()): Router {
   router.get('/sites', requireScope('read:sites'), async (_req, res) => {
-    const sites = await listSites(deps.db, authOf(res).accountId);
-    res.json({ data: { sites: sites.map(presentSummary) } });
+    const sites = await listSitesAsShown(deps.db, authOf(res).accountId);
+    res.json({ data: { sites: sites.map(presentShownSummary) } });
   });
   router.get(
     '/sites/:siteId',

@@ -1,12 +1,12 @@
 import express, { Router, type NextFunction, type Request, type Response } from 'express';
 import {
   createSubscription,
-  listSubscriptions,
+  listSubscriptionsAsShown,
   revokeSubscription,
   ValidationError,
   type Db,
   type Queues,
-  type SubscriptionListing,
+  type ShownSubscription,
 } from '@svc/core';
 import { authOf, requireScope } from '../auth/authenticate.js';
 import { requireIdShape } from '../http/path-params.js';
@@ -48,21 +48,20 @@ function requireDecodedBody(_req: Request, res: Response, next: NextFunction): v
   next();
 }
 
-function presentListing(sub: SubscriptionListing) {
+function presentListing(sub: ShownSubscription) {
   return {
     id: sub.id,
     url: sub.url,
     events: sub.events,
-    createdAt: sub.createdAt.toISOString(),
-    lastDeliveryAt: sub.lastDeliveryAt ? sub.lastDeliveryAt.toISOString() : null,
+    createdAt: sub.createdAt,
+    lastDeliveryAt: sub.lastDeliveryAt,
     failureCount: sub.failureCount,
     status: sub.status,
   };
 }
 
 /** Spec §4.3–§4.5. */
-export function webhooksRoutes(deps: { db: Db; queues: Pick<Queues, 'delivery'> }): Router {
-  const router = Router();
+export function webhooksRoutes(deps: { db: Db; queues: Pick<Queues, 'delivery'> }, router: Router = Router()): Router {
   router.post('/webhooks', requireScope('write:webhooks'), requireBody, jsonBody, requireDecodedBody, async (req, res) => {
     const input = parseCreateSubscription(req.body);
     const sub = await createSubscription(deps.db, authOf(res).accountId, input);
@@ -73,7 +72,7 @@ export function webhooksRoutes(deps: { db: Db; queues: Pick<Queues, 'delivery'> 
     });
   });
   router.get('/webhooks', requireScope('read:webhooks'), async (_req, res) => {
-    const subscriptions = await listSubscriptions(deps.db, authOf(res).accountId);
+    const subscriptions = await listSubscriptionsAsShown(deps.db, authOf(res).accountId);
     res.json({ data: { subscriptions: subscriptions.map(presentListing) } });
   });
   router.delete(

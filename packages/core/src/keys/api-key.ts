@@ -1,4 +1,4 @@
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { hash, randomBytes, timingSafeEqual } from 'node:crypto';
 
 /** Spec §5: live keys start with this prefix. */
 export const KEY_PREFIX = 'svc_live_';
@@ -28,7 +28,8 @@ export function generateApiKey(): string {
 
 /** The stored form of a key: SHA-256 hex (keys are high-entropy, so no slow hash is needed). */
 export function hashApiKey(key: string): string {
-  return createHash('sha256').update(key, 'utf8').digest('hex');
+  // One-shot: the API hashes the presented key on every request (no Hash object to build).
+  return hash('sha256', key, 'hex');
 }
 
 /** Constant-time equality of two hex hashes of the same length. */

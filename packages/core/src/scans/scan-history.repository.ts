@@ -1,4 +1,5 @@
 import type { DbOrTx } from '../db/knex.js';
+import { hotRead, isoUtc, runHotRead, type HotRead } from '../db/hot-read.js';
 import { NotFoundError } from '../errors.js';
 import type { ScanTrigger } from './scan-inputs.js';
 import { toScan, type Scan, type ScanRow } from './scan.repository.js';
@@ -48,7 +49,7 @@ interface HistoryRow {
 }
 
 /** The same text as Date#toISOString for any time the service records. */
-const ISO_UTC = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+const ISO_UTC = isoUtc;
 
 /**
  * The statement for each combination of filters. Each is its own named prepared statement with
@@ -75,20 +76,27 @@ export function scanHistorySql(hasSince: boolean, hasAfter: boolean): { sql: str
   };
 }
 
+/** The four statements, by (since ? 2 : 0) + (after ? 1 : 0): hot reads, without knex's query runner. */
+const HISTORY_READS = [false, true].flatMap((hasSince) =>
+  [false, true].map((hasAfter) => {
+    const { sql, name } = scanHistorySql(hasSince, hasAfter);
+    return hotRead(name, sql);
+  }),
+);
+
 /**
  * One page of a site's completed scans, latest completedAt first, ties by id; keyset-paged on
  * (completedAt, id), so scans completing meanwhile never shift a later page. One statement,
  * one range read of the index scans_site_history_idx. NotFoundError when the site is not the account's.
  */
 export async function listScanHistory(db: DbOrTx, accountId: string, siteId: string, query: HistoryQuery): Promise<HistoryPage> {
-  const { sql, name } = scanHistorySql(query.since !== undefined, query.after !== undefined);
+  const read = HISTORY_READS[(query.since !== undefined ? 2 : 0) + (query.after !== undefined ? 1 : 0)] as HotRead;
   const bindings: unknown[] = [];
   if (query.since) bindings.push(query.since);
   if (query.after) bindings.push(query.after.completedAt, query.after.id);
   // One row more than the page tells whether another page follows.
   bindings.push(query.limit + 1, siteId, accountId);
-  const result = await db.raw(sql, bindings as never).options({ name });
-  const rows = result.rows as HistoryRow[];
+  const rows = await runHotRead<HistoryRow>(db, read, bindings);
   if (rows.length === 0) throw new NotFoundError('No site with this id exists in your account.');
   const scans = rows
     .filter((row): row is { [K in keyof HistoryRow]: NonNullable<HistoryRow[K]> } => row.id !== null)

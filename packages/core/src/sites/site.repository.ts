@@ -1,6 +1,6 @@
 import type { DbOrTx } from '../db/knex.js';
 import { InputError, NotFoundError } from '../errors.js';
-import { runHotRead, hotRead } from '../db/hot-read.js';
+import { hotRead, isoUtc, runHotRead } from '../db/hot-read.js';
 import { newId } from '../ids.js';
 import { normalizeDomain } from './domain.js';
 
@@ -69,16 +69,31 @@ export async function createSite(
 const LIST_SITES = hotRead(
   'svc_list_sites',
   // Served by sites_account_created_idx in order: only `limit` index entries are read, never sorted.
-  `SELECT id, domain, name, status, created_at FROM sites
+  `SELECT id, domain, name, status, ${isoUtc('created_at')} AS created_iso FROM sites
     WHERE account_id = ?
     ORDER BY created_at DESC, id DESC
     LIMIT ?`,
 );
 
+/** A site as the API lists it: its time already in the ISO 8601 text the API shows. */
+export interface ShownSiteSummary {
+  id: string;
+  domain: string;
+  name: string | null;
+  status: SiteStatus;
+  createdAt: string;
+}
+
+/** The newest sites of one account, most recently added first (spec §4.1), times as ISO text. */
+export async function listSitesAsShown(db: DbOrTx, accountId: string, limit = SITES_LIST_LIMIT): Promise<ShownSiteSummary[]> {
+  const rows = await runHotRead<Omit<SiteRow, 'created_at'> & { created_iso: string }>(db, LIST_SITES, [accountId, limit]);
+  return rows.map((row) => ({ id: row.id, domain: row.domain, name: row.name, status: row.status, createdAt: row.created_iso }));
+}
+
 /** The newest sites of one account, most recently added first (spec §4.1). */
 export async function listSites(db: DbOrTx, accountId: string, limit = SITES_LIST_LIMIT): Promise<SiteSummary[]> {
-  const rows = await runHotRead<SiteRow>(db, LIST_SITES, [accountId, limit]);
-  return rows.map(toSummary);
+  const shown = await listSitesAsShown(db, accountId, limit);
+  return shown.map((site) => ({ ...site, createdAt: new Date(site.createdAt) }));
 }
 
 const SITE_DETAIL = hotRead(
