@@ -98,9 +98,19 @@ export async function fanOutEvents(
      )
      SELECT id, subscription_id FROM created
      UNION ALL
-     SELECT id, subscription_id FROM deliveries WHERE event_id = ANY(:eventIds::text[]) AND status = 'pending' AND attempt_count = 0`,
+     SELECT waiting.id, waiting.subscription_id
+       FROM unnest(:eventIds::text[]) AS requested(event_id)
+      CROSS JOIN LATERAL (
+        -- Looked up event by event (OFFSET 0 keeps the planner from flattening this), through the
+        -- first-delivery index: a plan scanning every pending delivery (deliveries_due_idx, which
+        -- statistics taken in a quiet moment make look tiny) would cost as much as the backlog.
+        SELECT d.id, d.subscription_id, d.status, d.attempt_count FROM deliveries d
+         WHERE d.event_id = requested.event_id AND d.redelivery_of IS NULL
+        OFFSET 0
+      ) waiting
+      WHERE waiting.status = 'pending' AND waiting.attempt_count = 0`,
     { eventIds: [...eventIds].sort() },
-  ).options({ name: 'svc_fan_out_events_v2' });
+  ).options({ name: 'svc_fan_out_events_v3' });
   return {
     firstAttempts: result.rows.map((row: { id: string; subscription_id: string }) => ({
       deliveryId: row.id,
