@@ -690,6 +690,11 @@ function buildReport(results, machine, mode) {
   }
 
   for (const line of results.budget) notes.push(`Time budget: ${line}.`);
+  if (results.vacuums.length) {
+    notes.push(
+      `Postgres runs here with autovacuum = off: before each run of a case the bench ran VACUUM (ANALYZE) on the delivery-path tables, as autovacuum would have by then (${results.vacuums.length} times, median ${results.vacuums.sort((a, b) => a - b)[Math.floor(results.vacuums.length / 2)]} ms, not timed in any case).`,
+    );
+  }
   for (const [name, counts] of Object.entries(results.logs ?? {})) {
     const top = Object.entries(counts).sort((x, y) => y[1] - x[1]).slice(0, 5);
     notes.push(`The ${name} process logged (LOG_LEVEL=warn): ${top.map(([k, n]) => `${n}× ${k}`).join('; ')}.`);
