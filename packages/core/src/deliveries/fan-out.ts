@@ -75,8 +75,10 @@ export async function fanOutEvent(
 /**
  * fanOutEvent for the events whose jobs a worker picked up together: one statement, one commit.
  * An event already fanned out (by its producer's statement, or by an earlier run) is not fanned
- * out again and its row is not rewritten; its first attempts still pending are answered, so a
- * job lost between that fan-out's commit and its enqueue is queued again.
+ * out again and its row is not rewritten. The first attempts still pending of an event an earlier
+ * run fanned out are answered, so a job lost between that run's commit and its enqueue is queued
+ * again; those of an event its producer fanned out are not (the producer queued them; if Redis
+ * lost them, the sweep queues them once overdue).
  */
 export async function fanOutEvents(
   db: Db,
@@ -100,6 +102,10 @@ export async function fanOutEvents(
      UNION ALL
      SELECT waiting.id, waiting.subscription_id
        FROM unnest(:eventIds::text[]) AS requested(event_id)
+       -- An event its producer fanned out (its statement dates fanned_out_at with the event's own
+       -- created_at) had its first attempts queued by that producer on the round trip that queued
+       -- this job: queued again here, one whose job just completed would get a second, idle job.
+       JOIN events fanned ON fanned.id = requested.event_id AND fanned.fanned_out_at IS DISTINCT FROM fanned.created_at
       CROSS JOIN LATERAL (
         -- Looked up event by event (OFFSET 0 keeps the planner from flattening this), through the
         -- first-delivery index: a plan scanning every pending delivery (deliveries_due_idx, which
@@ -110,7 +116,7 @@ export async function fanOutEvents(
       ) waiting
       WHERE waiting.status = 'pending' AND waiting.attempt_count = 0`,
     { eventIds: [...eventIds].sort() },
-  ).options({ name: 'svc_fan_out_events_v3' });
+  ).options({ name: 'svc_fan_out_events_v4' });
   return {
     firstAttempts: result.rows.map((row: { id: string; subscription_id: string }) => ({
       deliveryId: row.id,
