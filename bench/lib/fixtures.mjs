@@ -201,3 +201,13 @@ export class KeyPool {
     return this.keys[this.index];
   }
 }
+
+/**
+ * What autovacuum does to the tables the delivery path writes, done at once: dead row versions
+ * made reusable and statistics brought up to date (which also makes every session plan its
+ * prepared statements again). For a Postgres that runs without autovacuum (`autovacuum = off`,
+ * as on some shared machines); a customer's Postgres runs it on its own.
+ */
+export async function vacuumAsAutovacuumWould(db) {
+  await db.raw('VACUUM (ANALYZE) events, deliveries, delivery_attempts, webhook_subscriptions, scans, ai_monitor_runs, power_up_deployments');
+}

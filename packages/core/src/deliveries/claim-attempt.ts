@@ -62,6 +62,11 @@ export async function claimAttempts(db: Db, requests: readonly AttemptRequest[],
   // order and yields their latest committed versions (a revocation committed meanwhile is
   // seen); `gate` (count over all of `sub`) is joined into both UPDATEs, so no delivery row is
   // touched before every subscription of the batch is locked — the one lock order.
+  // `d.status = (SELECT 'pending'::text)` rather than `= 'pending'`: with a constant, the partial
+  // indexes on pending rows (deliveries_due_idx) qualify, and statistics taken in a quiet moment
+  // make scanning all of them look cheaper than one primary-key probe per attempt — a plan whose
+  // cost is the whole backlog per batch (17 ms per claim batch at 9,000 pending, EXPLAIN ANALYZE
+  // of the generic plan). A sub-select is never matched against an index predicate.
   const result = await db
     .raw(
       `WITH req AS (
@@ -76,7 +81,7 @@ export async function claimAttempts(db: Db, requests: readonly AttemptRequest[],
        ), claimed AS (
          UPDATE deliveries d SET locked_until = clock_timestamp() + make_interval(secs => :leaseSecs), claims = d.claims + 1
            FROM req, sub, gate
-          WHERE d.id = req.id AND sub.id = d.subscription_id AND d.status = 'pending' AND d.attempt_count = req.attempt - 1
+          WHERE d.id = req.id AND sub.id = d.subscription_id AND d.status = (SELECT 'pending'::text) AND d.attempt_count = req.attempt - 1
             AND sub.status = 'active' AND d.claims < :maxClaims
             AND (d.locked_until IS NULL OR d.locked_until <= clock_timestamp())
             AND d.next_attempt_at <= clock_timestamp()
@@ -85,7 +90,7 @@ export async function claimAttempts(db: Db, requests: readonly AttemptRequest[],
          UPDATE deliveries d SET status = 'failed', locked_until = NULL, next_attempt_at = NULL,
                 finished_at = clock_timestamp(), failure_reason = req.unrecorded
            FROM req, gate
-          WHERE d.id = req.id AND d.status = 'pending' AND d.attempt_count = req.attempt - 1 AND d.claims >= :maxClaims
+          WHERE d.id = req.id AND d.status = (SELECT 'pending'::text) AND d.attempt_count = req.attempt - 1 AND d.claims >= :maxClaims
             AND (d.locked_until IS NULL OR d.locked_until <= clock_timestamp())
          RETURNING d.id
        )
@@ -108,7 +113,7 @@ export async function claimAttempts(db: Db, requests: readonly AttemptRequest[],
         maxClaims: MAX_CLAIMS_PER_ATTEMPT,
       },
     )
-    .options({ name: 'svc_claim_attempts_v3' });
+    .options({ name: 'svc_claim_attempts_v4' });
   const rows = result.rows as ClaimRow[];
   const byId = new Map(rows.map((row) => [row.req_id, row]));
   return requests.map((request) => toClaimResult(byId.get(request.deliveryId), request.attempt));

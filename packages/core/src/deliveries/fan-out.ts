@@ -1,5 +1,60 @@
 import type { Db } from '../db/knex.js';
 
+/** One first attempt to queue: its delivery and the subscription it goes to. */
+export interface FirstAttempt {
+  deliveryId: string;
+  subscriptionId: string;
+}
+
+/**
+ * A producer fans its event out in its own statement when the account has at most this many
+ * matching subscriptions (one batch of the dispatcher's claims); a wider event is left to the
+ * dispatcher's fan-out job, so a producer's transaction stays small whatever the account.
+ */
+export const PRODUCER_FAN_OUT_MAX = 100;
+
+/**
+ * The fan-out of a producer's one statement (ADR 12): the same rows fanOutEvents makes — one
+ * pending delivery per active subscription of the account whose events hold the event's type or
+ * `*`, due now — made in the transaction that records the fact and the event, so the first
+ * attempts can be queued right after the commit instead of one job and one transaction later.
+ * `targets` must come before the event's CTE (its fanned_out_at says whether this statement fanned
+ * out: at most PRODUCER_FAN_OUT_MAX targets), `created` after it; `firstAttemptsSql` is a column.
+ * `accountIdSql` names the account over `from`, a CTE already defined; `:evType` is the event's type.
+ */
+export function producerFanOutSql(sources: { from: string; accountIdSql: string }): {
+  targetsCte: string;
+  fannedOutSql: string;
+  createdCte: string;
+  firstAttemptsSql: string;
+  bindings: { fanOutMax: number };
+} {
+  const fits = '(SELECT count(*) FROM targets) <= :fanOutMax';
+  return {
+    targetsCte: `targets AS (
+       SELECT s.id FROM ${sources.from} JOIN webhook_subscriptions s ON s.account_id = ${sources.accountIdSql}
+        WHERE s.status = 'active' AND (s.events @> ARRAY[:evType::text] OR s.events @> ARRAY['*'])
+        LIMIT :fanOutMax + 1
+     )`,
+    fannedOutSql: `CASE WHEN ${fits} THEN clock.now END`,
+    createdCte: `created AS (
+       INSERT INTO deliveries (id, event_id, subscription_id, status, attempt_count, next_attempt_at)
+       SELECT 'dlv_' || replace(gen_random_uuid()::text, '-', ''), event.id, targets.id, 'pending', 0, clock_timestamp()
+         FROM event, targets
+        WHERE ${fits}
+       RETURNING id, subscription_id
+     )`,
+    firstAttemptsSql: `(SELECT coalesce(json_agg(json_build_array(created.id, created.subscription_id)), '[]') FROM created) AS first_attempts`,
+    bindings: { fanOutMax: PRODUCER_FAN_OUT_MAX },
+  };
+}
+
+/** The first attempts of a producer's statement, from its `first_attempts` column. */
+export function toFirstAttempts(column: unknown): FirstAttempt[] {
+  const pairs = (typeof column === 'string' ? JSON.parse(column) : column) as Array<[string, string]>;
+  return pairs.map(([deliveryId, subscriptionId]) => ({ deliveryId, subscriptionId }));
+}
+
 /**
  * Fan-out (idempotent, one statement): one delivery per active subscription of the event's
  * account whose events hold its type or `*`, and the first attempts still to be made — those
@@ -13,20 +68,27 @@ import type { Db } from '../db/knex.js';
 export async function fanOutEvent(
   db: Db,
   eventId: string,
-): Promise<{ firstAttempts: Array<{ deliveryId: string; subscriptionId: string }> }> {
+): Promise<{ firstAttempts: FirstAttempt[] }> {
   return fanOutEvents(db, [eventId]);
 }
 
-/** fanOutEvent for the events whose jobs a worker picked up together: one statement, one commit. */
+/**
+ * fanOutEvent for the events whose jobs a worker picked up together: one statement, one commit.
+ * An event already fanned out (by its producer's statement, or by an earlier run) is not fanned
+ * out again and its row is not rewritten. The first attempts still pending of an event an earlier
+ * run fanned out are answered, so a job lost between that run's commit and its enqueue is queued
+ * again; those of an event its producer fanned out are not (the producer queued them; if Redis
+ * lost them, the sweep queues them once overdue).
+ */
 export async function fanOutEvents(
   db: Db,
   eventIds: readonly string[],
-): Promise<{ firstAttempts: Array<{ deliveryId: string; subscriptionId: string }> }> {
+): Promise<{ firstAttempts: FirstAttempt[] }> {
   if (eventIds.length === 0) return { firstAttempts: [] };
   const result = await db.raw(
     `WITH event AS (
-       UPDATE events SET fanned_out_at = COALESCE(fanned_out_at, clock_timestamp())
-        WHERE id = ANY(:eventIds::text[])
+       UPDATE events SET fanned_out_at = clock_timestamp()
+        WHERE id = ANY(:eventIds::text[]) AND fanned_out_at IS NULL
        RETURNING id, account_id, type
      ), created AS (
        INSERT INTO deliveries (id, event_id, subscription_id, status, attempt_count, next_attempt_at)
@@ -38,9 +100,23 @@ export async function fanOutEvents(
      )
      SELECT id, subscription_id FROM created
      UNION ALL
-     SELECT id, subscription_id FROM deliveries WHERE event_id = ANY(:eventIds::text[]) AND status = 'pending' AND attempt_count = 0`,
+     SELECT waiting.id, waiting.subscription_id
+       FROM unnest(:eventIds::text[]) AS requested(event_id)
+       -- An event its producer fanned out (its statement dates fanned_out_at with the event's own
+       -- created_at) had its first attempts queued by that producer on the round trip that queued
+       -- this job: queued again here, one whose job just completed would get a second, idle job.
+       JOIN events fanned ON fanned.id = requested.event_id AND fanned.fanned_out_at IS DISTINCT FROM fanned.created_at
+      CROSS JOIN LATERAL (
+        -- Looked up event by event (OFFSET 0 keeps the planner from flattening this), through the
+        -- first-delivery index: a plan scanning every pending delivery (deliveries_due_idx, which
+        -- statistics taken in a quiet moment make look tiny) would cost as much as the backlog.
+        SELECT d.id, d.subscription_id, d.status, d.attempt_count FROM deliveries d
+         WHERE d.event_id = requested.event_id AND d.redelivery_of IS NULL
+        OFFSET 0
+      ) waiting
+      WHERE waiting.status = 'pending' AND waiting.attempt_count = 0`,
     { eventIds: [...eventIds].sort() },
-  ).options({ name: 'svc_fan_out_events_v1' });
+  ).options({ name: 'svc_fan_out_events_v4' });
   return {
     firstAttempts: result.rows.map((row: { id: string; subscription_id: string }) => ({
       deliveryId: row.id,

@@ -16,12 +16,18 @@ export interface StoredEvent {
  * compares it with the database's clock, and a producer whose clock runs ahead would hide a lost
  * fan-out from it. Milliseconds, as the column keeps them, so the body's timestamp and the row's
  * are one instant. `from` names what the statement selects the event's values from;
- * `accountIdSql` and `fromDatabase` (data fields the database fills in) are SQL expressions over it.
+ * `accountIdSql` and `fromDatabase` (data fields the database fills in) are SQL expressions over it;
+ * `fannedOutSql`, when the statement fans the event out itself, is its fanned_out_at (over `clock.now`).
  */
 export function eventInsertCte<T extends EventType>(
   type: T,
   data: EventDataByType[T],
-  sources: { from: string; accountIdSql: string; fromDatabase?: Partial<Record<keyof EventDataByType[T] & string, string>> },
+  sources: {
+    from: string;
+    accountIdSql: string;
+    fromDatabase?: Partial<Record<keyof EventDataByType[T] & string, string>>;
+    fannedOutSql?: string;
+  },
 ): { eventId: string; sql: string; bindings: Record<string, unknown> } {
   const eventId = newId('evt');
   const fromDatabase = sources.fromDatabase ?? {};
@@ -38,8 +44,8 @@ export function eventInsertCte<T extends EventType>(
     })
     .join(' || ');
   const sql = `event AS (
-       INSERT INTO events (id, account_id, type, body, created_at)
-       SELECT :evId, ${sources.accountIdSql}, :evType, ${body}, clock.now
+       INSERT INTO events (id, account_id, type, body, created_at, fanned_out_at)
+       SELECT :evId, ${sources.accountIdSql}, :evType, ${body}, clock.now, ${sources.fannedOutSql ?? 'NULL::timestamptz'}
          FROM ${sources.from}, (SELECT date_trunc('milliseconds', clock_timestamp()) AS now) clock
        RETURNING id, body, created_at
      )`;

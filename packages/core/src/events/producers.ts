@@ -2,7 +2,8 @@ import type { Db } from '../db/knex.js';
 import { NotFoundError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { enqueueAfterCommit } from '../queues/enqueue-after-commit.js';
-import { enqueueFanout, type Queues } from '../queues/queues.js';
+import { enqueueDeliveries, enqueueFanout, type Queues } from '../queues/queues.js';
+import type { FirstAttempt } from '../deliveries/fan-out.js';
 import type { AiMonitorRun } from '../ai-monitor/ai-run.repository.js';
 import { assertPowerUpId, type PowerUpDeployment } from '../power-ups/deployment.repository.js';
 import { parseEngineScores } from '../ai-monitor/engine-scores.js';
@@ -10,26 +11,46 @@ import { parseScanCategories } from '../scans/scan-inputs.js';
 import { assertScore, explainNotRunning, type Scan } from '../scans/scan.repository.js';
 import { completeScanWithEvent, insertAiRunWithEvent, insertDeploymentWithEvent } from './producer-statements.js';
 
-/** What a producer needs: the database, the fan-out queue, and a logger for a failed enqueue. */
+/** What a producer needs: the database, both queues, and a logger for a failed enqueue. */
 export interface ProducerDeps {
   db: Db;
-  queues: Pick<Queues, 'fanout'>;
+  queues: Pick<Queues, 'fanout' | 'delivery'>;
   logger?: Pick<Logger, 'warn'>;
 }
 
-/** After commit, hand the event to the dispatcher; the sweep fans it out if Redis is away. */
-function announce(deps: ProducerDeps, eventId: string): Promise<void> {
-  return enqueueAfterCommit(() => enqueueFanout(deps.queues, eventId), deps.logger, 'event enqueue failed; the dispatcher sweep will fan it out', { eventId });
+/**
+ * After commit, hand the event to the dispatcher: its fan-out job and, when the producer's
+ * statement fanned it out (ADR 12), the first attempts' jobs, both on one Redis round trip. If
+ * Redis is away the rows are already in Postgres: the sweep fans the event out, or queues the
+ * attempts once they are overdue.
+ */
+function announce(deps: ProducerDeps, eventId: string, firstAttempts: readonly FirstAttempt[]): Promise<void> {
+  return enqueueAfterCommit(
+    () =>
+      Promise.all([
+        enqueueDeliveries(deps.queues, firstAttempts.map((attempt) => ({ ...attempt, attempt: 1, delayMs: 0 }))),
+        enqueueFanout(deps.queues, eventId),
+      ]),
+    deps.logger,
+    // The operators' message since the first release (alerts match it); for an event fanned out
+    // here, "fan it out" is the sweep queueing its overdue first attempts.
+    'event enqueue failed; the dispatcher sweep will fan it out',
+    { eventId },
+  );
 }
 
 /**
  * The one producer sequence (operator contract §4): record the fact and its event in one
- * transaction — one statement (producer-statements.ts) — then announce the event.
+ * transaction — one statement (producer-statements.ts), which also fans the event out — then
+ * announce the event and its first attempts.
  */
-async function produce<T extends { eventId: string }>(deps: ProducerDeps, record: () => Promise<T>): Promise<T> {
-  const result = await record();
-  await announce(deps, result.eventId);
-  return result;
+async function produce<T extends { eventId: string }>(
+  deps: ProducerDeps,
+  record: () => Promise<T & { firstAttempts: FirstAttempt[] }>,
+): Promise<T> {
+  const { firstAttempts, ...result } = await record();
+  await announce(deps, result.eventId, firstAttempts);
+  return result as unknown as T;
 }
 
 /**

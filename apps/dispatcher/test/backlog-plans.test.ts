@@ -1,0 +1,121 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { claimAttempts, fanOutEvents, newId, recordAttempts, type Db } from '@svc/core';
+import { createHarness, seedTenant, type Harness } from './support/harness.js';
+
+/**
+ * ADR 12: the batched claim, the batched record and the fan-out's re-queue cost what their batch
+ * holds, not what the backlog holds. Statistics taken while few deliveries were pending (an
+ * ANALYZE in a quiet moment), then a backlog of pending deliveries: each statement still finds
+ * its rows by key, never by scanning the pending ones (deliveries_due_idx, deliveries_one_pending_idx).
+ * (The backlog belongs to another subscription: the claim may still walk the pending deliveries of
+ * the subscriptions in its own batch, bounded by what one subscription has waiting.)
+ */
+const BACKLOG = 20_000;
+
+let h: Harness;
+
+beforeAll(async () => {
+  h = await createHarness();
+});
+afterAll(async () => {
+  await h.close();
+});
+
+/** A bound value as an SQL literal (a Date inside an array as its ISO text). */
+function literal(tx: Db, value: unknown): string {
+  const plain = Array.isArray(value) ? value.map((v) => (v instanceof Date ? v.toISOString() : v)) : value;
+  return tx.raw('?', [plain] as never).toQuery();
+}
+
+let statements = 0;
+
+/**
+ * The generic plan (the one a prepared statement keeps once it has run five times) of the last
+ * statement `run` sends, run and rolled back inside `tx`.
+ */
+async function planOf(tx: Db, run: () => Promise<unknown>): Promise<string> {
+  const sent: Array<{ sql: string; bindings: unknown[] }> = [];
+  const listener = (query: { sql: string; bindings: unknown[] }) => sent.push(query);
+  h.db.on('query', listener);
+  try {
+    await tx.raw('SAVEPOINT planned');
+    await run();
+    await tx.raw('ROLLBACK TO SAVEPOINT planned');
+  } finally {
+    h.db.off('query', listener);
+  }
+  const statement = sent.filter((query) => !/SAVEPOINT/.test(query.sql)).at(-1)!;
+  const name = `backlog_plan_${(statements += 1)}`;
+  await tx.raw(`PREPARE ${name} AS ${statement.sql}`);
+  await tx.raw('SET LOCAL plan_cache_mode = force_generic_plan');
+  const result = await tx.raw(`EXPLAIN EXECUTE ${name}(${statement.bindings.map((value) => literal(tx, value)).join(', ')})`);
+  await tx.raw(`DEALLOCATE ${name}`);
+  return (result.rows as Array<{ 'QUERY PLAN': string }>).map((row) => row['QUERY PLAN']).join('\n');
+}
+
+describe(`claims, records and fan-outs beside ${BACKLOG} pending deliveries the statistics do not know of`, () => {
+  it('find their deliveries by key', async () => {
+    const tenant = await seedTenant(h);
+    const sub = await tenant.subscribe('/ok/backlog-plans');
+    const down = await tenant.subscribe('/ok/backlog-plans-down');
+    const tx = await h.db.transaction();
+    try {
+      // Private copies of the tables (same columns and indexes) shadow the shared ones in this
+      // transaction, so their statistics can be those of a quiet moment whatever other tests do:
+      // 20,000 finished deliveries, none pending, then ANALYZE.
+      await tx.raw('SET LOCAL search_path = pg_temp, public');
+      for (const table of ['events', 'deliveries', 'delivery_attempts', 'webhook_subscriptions']) {
+        await tx.raw(`CREATE TEMP TABLE ${table} (LIKE public.${table} INCLUDING DEFAULTS INCLUDING CONSTRAINTS) ON COMMIT DROP`);
+        const indexes = await tx.raw('SELECT indexdef FROM pg_indexes WHERE schemaname = ? AND tablename = ?', ['public', table]);
+        for (const { indexdef } of indexes.rows as Array<{ indexdef: string }>) {
+          await tx.raw(indexdef.replace(` ON public.${table} `, ` ON pg_temp.${table} `));
+        }
+      }
+      await tx.raw('INSERT INTO pg_temp.webhook_subscriptions SELECT * FROM public.webhook_subscriptions WHERE id = ANY(?)', [[sub.id, down.id]]);
+      await tx.raw(
+        `INSERT INTO pg_temp.deliveries (id, event_id, subscription_id, status, attempt_count, finished_at)
+         SELECT 'dlv_done_' || g, 'evt_done_' || g, ?::text, 'delivered', 1, now() FROM generate_series(1, ?::int) g`,
+        [down.id, BACKLOG],
+      );
+      await tx.raw('ANALYZE pg_temp.deliveries, pg_temp.events, pg_temp.webhook_subscriptions');
+      const eventIds = Array.from({ length: BACKLOG }, () => newId('evt'));
+      await tx.raw(
+        `INSERT INTO pg_temp.events (id, account_id, type, body, fanned_out_at)
+         SELECT e.id, ?::text, 'scan.completed', '{}', now() FROM unnest(?::text[]) AS e(id)`,
+        [tenant.accountId, eventIds],
+      );
+      const rows = eventIds.slice(0, 20).map((eventId) => ({ id: newId('dlv'), event_id: eventId, subscription_id: sub.id, status: 'pending', attempt_count: 0 }));
+      await tx.raw(
+        `INSERT INTO pg_temp.deliveries (id, event_id, subscription_id, status, attempt_count, next_attempt_at)
+         SELECT r.id, r.event_id, ?::text, 'pending', 0, now() FROM unnest(?::text[], ?::text[]) AS r(id, event_id)`,
+        [sub.id, rows.map((row) => row.id), rows.map((row) => row.event_id)],
+      );
+      await tx.raw(
+        `INSERT INTO pg_temp.deliveries (id, event_id, subscription_id, status, attempt_count, next_attempt_at)
+         SELECT 'dlv_backlog_' || e.id, e.id, ?::text, 'pending', 1, now() FROM unnest(?::text[]) AS e(id)`,
+        [down.id, eventIds],
+      );
+      const batch = rows;
+      const outcome = { startedAt: new Date(), durationMs: 3, statusCode: 200, error: null, responseBytes: null, ok: true };
+
+      const plans = {
+        claim: await planOf(tx as unknown as Db, () => claimAttempts(tx as unknown as Db, batch.map((row) => ({ deliveryId: row.id, attempt: 1 })), 30_000)),
+        record: await planOf(tx as unknown as Db, () =>
+          recordAttempts(tx as unknown as Db, batch.map((row) => ({ attempt: { deliveryId: row.id, subscriptionId: sub.id, attempt: 1 }, outcome })), [1_000]),
+        ),
+        fanOut: await planOf(tx as unknown as Db, () => fanOutEvents(tx as unknown as Db, eventIds.slice(0, 20))),
+      };
+
+      for (const text of Object.values(plans)) {
+        expect(text).not.toMatch(/deliveries_due_idx|deliveries_one_pending_idx|Seq Scan on deliveries/);
+        expect(text).toMatch(/on deliveries/);
+      }
+      expect(plans.claim).toMatch(/Index Scan using (deliveries_pkey|deliveries_subscription_status_log_idx) on deliveries d_1/);
+      expect(plans.claim).toMatch(/Index Scan using deliveries_pkey on deliveries d_2/);
+      expect(plans.record).toMatch(/Index Scan using deliveries_pkey on deliveries d\b/);
+      expect(plans.fanOut).toMatch(/Index Scan using deliveries_first_delivery_idx on deliveries d\b/);
+    } finally {
+      await tx.rollback();
+    }
+  });
+});
