@@ -14,7 +14,7 @@ export interface FirstAttempt {
 export const PRODUCER_FAN_OUT_MAX = 100;
 
 /**
- * The fan-out of a producer's one statement (ADR 12): the same rows fanOutEvents makes — one
+ * The fan-out of a producer's one statement (ADR 13): the same rows fanOutEvents makes — one
  * pending delivery per active subscription of the account whose events hold the event's type or
  * `*`, due now — made in the transaction that records the fact and the event, so the first
  * attempts can be queued right after the commit instead of one job and one transaction later.

@@ -3,7 +3,7 @@
  * producer pays one round trip and one commit for both, not BEGIN, a read, two inserts and
  * COMMIT. Each statement reads what it needs (the site, the scan) in the same snapshot and
  * inserts nothing when that row does not exist or is in the wrong state (no row comes back).
- * Each also fans its event out (producerFanOutSql, ADR 12) and answers the first attempts to queue.
+ * Each also fans its event out (producerFanOutSql, ADR 13) and answers the first attempts to queue.
  */
 
 /** The fan-out of a producer's statement over its `site` CTE. */

@@ -20,7 +20,7 @@ export interface ProducerDeps {
 
 /**
  * After commit, hand the event to the dispatcher: its fan-out job and, when the producer's
- * statement fanned it out (ADR 12), the first attempts' jobs, both on one Redis round trip. If
+ * statement fanned it out (ADR 13), the first attempts' jobs, both on one Redis round trip. If
  * Redis is away the rows are already in Postgres: the sweep fans the event out, or queues the
  * attempts once they are overdue.
  */
