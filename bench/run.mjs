@@ -13,7 +13,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { createAccount, createDb, createQueues, createRedis, createSite } from '@svc/core';
+import { createAccount, createDb, createQueues, createRedis, createSite, createSubscription } from '@svc/core';
 import { apiTargets, floodRun, responseSize, runApiCases } from './cases/api.mjs';
 import { fanoutRun, latencyRun, Publisher, retryRun, serviceThroughput, throughputRun } from './cases/dispatcher.mjs';
 import { cliRun } from './cases/cli.mjs';
@@ -449,6 +449,9 @@ async function main() {
   if (only.includes('cli')) {
     const cliAccount = await createAccount(db, { name: 'bench cli' });
     const cliSite = await createSite(db, cliAccount.id, { domain: 'cli.example.com' });
+    // One subscription, so each deploy queues a first attempt in Redis (ADR 13: an event no
+    // subscription wants needs no Redis at all, which would leave BullMQ out of the measure).
+    await createSubscription(db, cliAccount.id, { url: `${receiverUrl}/ok?sub=cli`, events: ['power_up.deployed'] });
     results.cli = cliRun({ root: ROOT, env: serviceEnv(), siteId: cliSite.id, samples: P.cliSamples });
     const med = (v) => [...v].sort((x, y) => x - y)[Math.floor(v.length / 2)].toFixed(3);
     log(`  cli: CPU s per process (median of ${P.cliSamples}): node -e 0 ${med(results.cli.node)}, svc accounts create ${med(results.cli.dbCommand)}, svc power-ups deploy ${med(results.cli.redisCommand)}, accounts create without code cache ${med(results.cli.noCache)}, unbundled entry ${med(results.cli.unbundled)}`);

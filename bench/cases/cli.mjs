@@ -33,7 +33,7 @@ function cpuOf(args, { cwd, env }) {
 /**
  * The commands, interleaved sample by sample so that a burst of load elsewhere hits all of them:
  * a bare `node -e 0`; `svc accounts create` (Postgres only); `svc power-ups deploy` on a site
- * without subscriptions (Postgres, then a fan-out job in Redis: the commands that load ioredis
+ * with one subscription (Postgres, then its first attempt's job in Redis: the commands that load ioredis
  * and BullMQ); `accounts create` with the V8 code cache off (`SVC_CODE_CACHE=off`: what a
  * command costs when its cache is missing or refused, docs/adr/0012); and `accounts create`
  * through the unbundled entry the bin ran before (for the before/after). The bin's caches are

@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, it } from '@jest/globals';
-import { createQueues, createRedis } from '@svc/core';
-import { seedAccount, seedSite, TEST_REDIS_URL } from '@svc/core/testing';
+import { createQueues, createRedis, createSubscription } from '@svc/core';
+import { seedAccount, seedSite, TEST_REDIS_URL, uniqueTag } from '@svc/core/testing';
 import { ISO_8601, openTestDb, runSvc, runSvcJson, testEnv } from './support.js';
 
 const db = openTestDb();
@@ -20,9 +20,22 @@ async function newSite(): Promise<{ accountId: string; siteId: string; domain: s
   return { accountId, siteId: site.id, domain: site.domain };
 }
 
+/** A site whose account has one subscription to every event: its events have a first attempt to queue. */
+async function newSubscribedSite(): Promise<{ accountId: string; siteId: string; domain: string; subscriptionId: string }> {
+  const site = await newSite();
+  const subscription = await createSubscription(db, site.accountId, { url: `https://receiver.example.com/${uniqueTag()}`, events: ['*'] });
+  return { ...site, subscriptionId: subscription.id };
+}
+
+/** The first attempt the command queued for the event's one delivery (ADR 13: its producer fanned it out). */
+async function queuedFirstAttempt(eventId: string): Promise<unknown> {
+  const delivery = await db('deliveries').where({ event_id: eventId }).first('id');
+  return delivery ? (await queues.delivery.getJob(`${delivery.id as string}-1`))?.data : undefined;
+}
+
 describe('svc ai-runs complete', () => {
-  it('records the run with its composite score and an ai_check.completed event, and enqueues its fan-out', async () => {
-    const { accountId, siteId, domain } = await newSite();
+  it('records the run with its composite score and an ai_check.completed event, and queues the first attempt to its subscription', async () => {
+    const { accountId, siteId, domain, subscriptionId } = await newSubscribedSite();
 
     const out = await runSvcJson<{ id: string; compositeScore: number; eventId: string }>(
       ['ai-runs', 'complete', '--site', siteId, '--score', '72.25'],
@@ -38,7 +51,10 @@ describe('svc ai-runs complete', () => {
       timestamp: expect.stringMatching(ISO_8601),
       data: { runId: out.id, siteId, domain, compositeScore: 72.25 },
     });
-    expect((await queues.fanout.getJob(out.eventId))?.data).toEqual({ eventId: out.eventId });
+    const delivery = await db('deliveries').where({ event_id: out.eventId }).first('id', 'subscription_id', 'status', 'attempt_count');
+    expect(delivery).toMatchObject({ subscription_id: subscriptionId, status: 'pending', attempt_count: 0 });
+    expect(await queuedFirstAttempt(out.eventId)).toEqual({ deliveryId: delivery.id, subscriptionId, attempt: 1 });
+    expect(await queues.fanout.getJob(out.eventId)).toBeUndefined();
   });
 
   it('stores each --engine with the run and keeps the event body as spec §6.1 has it', async () => {
@@ -95,8 +111,8 @@ describe('svc ai-runs complete', () => {
 });
 
 describe('svc power-ups deploy', () => {
-  it('records the deployment and a power_up.deployed event, and enqueues its fan-out', async () => {
-    const { accountId, siteId } = await newSite();
+  it('records the deployment and a power_up.deployed event, and queues the first attempt to its subscription', async () => {
+    const { accountId, siteId, subscriptionId } = await newSubscribedSite();
 
     const out = await runSvcJson<{ id: string; eventId: string }>(
       ['power-ups', 'deploy', '--site', siteId, '--power-up', 'pu_schema_markup'],
@@ -115,7 +131,23 @@ describe('svc power-ups deploy', () => {
       timestamp: expect.stringMatching(ISO_8601),
       data: { deploymentId: out.id, siteId, powerUpId: 'pu_schema_markup' },
     });
-    expect((await queues.fanout.getJob(out.eventId))?.data).toEqual({ eventId: out.eventId });
+    const delivery = await db('deliveries').where({ event_id: out.eventId }).first('id', 'subscription_id', 'status', 'attempt_count');
+    expect(delivery).toMatchObject({ subscription_id: subscriptionId, status: 'pending', attempt_count: 0 });
+    expect(await queuedFirstAttempt(out.eventId)).toEqual({ deliveryId: delivery.id, subscriptionId, attempt: 1 });
+    expect(await queues.fanout.getJob(out.eventId)).toBeUndefined();
+  });
+
+  it('fires an event no subscription wants without needing Redis: nothing to queue, no warning', async () => {
+    const { accountId, siteId } = await newSite();
+    const offline = testEnv({ REDIS_URL: 'redis://127.0.0.1:1', LOG_LEVEL: 'warn' });
+
+    const run = await runSvc(['power-ups', 'deploy', '--site', siteId, '--power-up', 'pu_faq', '--json'], offline);
+
+    expect(run.code).toBe(0);
+    expect(run.stderr).toBe('');
+    const out = JSON.parse(run.stdout) as { eventId: string };
+    expect(await db('events').where({ account_id: accountId }).select('id', 'fanned_out_at')).toEqual([{ id: out.eventId, fanned_out_at: expect.any(Date) }]);
+    expect(await db('deliveries').where({ event_id: out.eventId })).toEqual([]);
   });
 
   it('prints the deployment and its event for a person', async () => {

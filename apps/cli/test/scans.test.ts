@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, it } from '@jest/globals';
-import { createQueues, createRedis } from '@svc/core';
+import { createQueues, createRedis, createSubscription } from '@svc/core';
 import { seedAccount, seedSite, TEST_REDIS_URL, uniqueTag } from '@svc/core/testing';
 import { ISO_8601, openTestDb, runSvc, runSvcJson, testEnv } from './support.js';
 
@@ -18,6 +18,19 @@ async function newSite(): Promise<{ accountId: string; siteId: string; domain: s
   const { accountId } = await seedAccount(db);
   const site = await seedSite(db, accountId);
   return { accountId, siteId: site.id, domain: site.domain };
+}
+
+/** A site whose account has one subscription to every event: its events have a first attempt to queue. */
+async function newSubscribedSite(): Promise<{ accountId: string; siteId: string; domain: string; subscriptionId: string }> {
+  const site = await newSite();
+  const subscription = await createSubscription(db, site.accountId, { url: `https://receiver.example.com/${uniqueTag()}`, events: ['*'] });
+  return { ...site, subscriptionId: subscription.id };
+}
+
+/** The first attempt the command queued for the event's one delivery (ADR 13: its producer fanned it out). */
+async function queuedFirstAttempt(eventId: string): Promise<unknown> {
+  const delivery = await db('deliveries').where({ event_id: eventId }).first('id');
+  return delivery ? (await queues.delivery.getJob(`${delivery.id as string}-1`))?.data : undefined;
 }
 
 async function startScan(siteId: string): Promise<string> {
@@ -62,8 +75,8 @@ describe('svc scans start', () => {
 });
 
 describe('svc scans complete', () => {
-  it('completes the scan, stores a scan.completed event with the spec body and enqueues its fan-out', async () => {
-    const { accountId, siteId, domain } = await newSite();
+  it('completes the scan, stores a scan.completed event with the spec body and queues the first attempt to its subscription', async () => {
+    const { accountId, siteId, domain, subscriptionId } = await newSubscribedSite();
     const scanId = await startScan(siteId);
 
     const out = await runSvcJson<{ id: string; status: string; score: number; completedAt: string; eventId: string }>(
@@ -90,8 +103,10 @@ describe('svc scans complete', () => {
       timestamp: expect.stringMatching(ISO_8601),
       data: { scanId, siteId, domain, score: 87.5 },
     });
-    const job = await queues.fanout.getJob(out.eventId);
-    expect(job?.data).toEqual({ eventId: out.eventId });
+    const delivery = await db('deliveries').where({ event_id: out.eventId }).first('id', 'subscription_id', 'status', 'attempt_count');
+    expect(delivery).toMatchObject({ subscription_id: subscriptionId, status: 'pending', attempt_count: 0 });
+    expect(await queuedFirstAttempt(out.eventId)).toEqual({ deliveryId: delivery.id, subscriptionId, attempt: 1 });
+    expect(await queues.fanout.getJob(out.eventId)).toBeUndefined();
   });
 
   it('stores each --category with the scan and keeps the event body as spec §6.1 has it', async () => {
@@ -181,8 +196,8 @@ describe('svc scans complete', () => {
     expect(await db('events').where({ account_id: accountId })).toHaveLength(1);
   });
 
-  it('still records the scan and its event when Redis is away, and warns on stderr that the sweep will fan it out', async () => {
-    const { accountId, siteId } = await newSite();
+  it('still records the scan, its event and its delivery when Redis is away, and warns on stderr that the sweep will fan it out', async () => {
+    const { accountId, siteId, subscriptionId } = await newSubscribedSite();
     const scanId = await startScan(siteId);
     const offline = testEnv({ REDIS_URL: 'redis://127.0.0.1:1', LOG_LEVEL: 'warn' });
 
@@ -197,6 +212,10 @@ describe('svc scans complete', () => {
       eventId: out.eventId,
     });
     expect(await db('events').where({ account_id: accountId }).select('id')).toEqual([{ id: out.eventId }]);
+    // Pending in Postgres, due now: the sweep queues its first attempt once Redis is back.
+    expect(await db('deliveries').where({ event_id: out.eventId }).select('subscription_id', 'status', 'attempt_count')).toEqual([
+      { subscription_id: subscriptionId, status: 'pending', attempt_count: 0 },
+    ]);
   });
 });
 

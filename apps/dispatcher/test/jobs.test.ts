@@ -46,8 +46,13 @@ describe('queue jobs carry ids only and do not pile up (architecture: secrets ne
     const tenant = await seedTenant(h);
     const sub = await tenant.subscribe(`/fail/ids-only-${uniqueTag()}`);
 
-    // Published before any dispatcher runs, so the fan-out job can be read as queued.
+    // Published before any dispatcher runs, so the producer's first-attempt job can be read as queued.
     const { eventId } = await completeScan(producerOf(h), { scanId: (await tenant.newScan()).id, score: 64 });
+    const { id: deliveryId } = await h.db('deliveries').where({ event_id: eventId }).first('id');
+    const firstJob = await h.queues.delivery.getJob(`${deliveryId as string}-1`);
+    expect(firstJob?.data).toEqual({ deliveryId, subscriptionId: sub.id, attempt: 1 });
+    // The fan-out job of a wider account (ADR 13), as enqueueFanout makes it: the event's id only.
+    await enqueueFanout(h.queues, eventId);
     const fanoutJob = await h.queues.fanout.getJob(eventId);
     expect(fanoutJob?.id).toBe(eventId);
     expect(Object.keys(fanoutJob!.data).sort()).toEqual(['eventId']);

@@ -19,7 +19,8 @@ export const PRODUCER_FAN_OUT_MAX = 100;
  * `*`, due now — made in the transaction that records the fact and the event, so the first
  * attempts can be queued right after the commit instead of one job and one transaction later.
  * `targets` must come before the event's CTE (its fanned_out_at says whether this statement fanned
- * out: at most PRODUCER_FAN_OUT_MAX targets), `created` after it; `firstAttemptsSql` is a column.
+ * out: at most PRODUCER_FAN_OUT_MAX targets), `created` after it; `firstAttemptsSql` is two columns: `first_attempts` and `fanned_out`
+ * (whether this statement fanned the event out; when not, the dispatcher's fan-out job must).
  * `accountIdSql` names the account over `from`, a CTE already defined; `:evType` is the event's type.
  */
 export function producerFanOutSql(sources: { from: string; accountIdSql: string }): {
@@ -44,9 +45,22 @@ export function producerFanOutSql(sources: { from: string; accountIdSql: string 
         WHERE ${fits}
        RETURNING id, subscription_id
      )`,
-    firstAttemptsSql: `(SELECT coalesce(json_agg(json_build_array(created.id, created.subscription_id)), '[]') FROM created) AS first_attempts`,
+    firstAttemptsSql: `(SELECT coalesce(json_agg(json_build_array(created.id, created.subscription_id)), '[]') FROM created) AS first_attempts,
+       event.fanned_out_at IS NOT NULL AS fanned_out`,
     bindings: { fanOutMax: PRODUCER_FAN_OUT_MAX },
   };
+}
+
+/** What a producer's statement fanned out: the first attempts to queue, and whether it fanned out at all. */
+export interface ProducerFanOut {
+  firstAttempts: FirstAttempt[];
+  /** False when the account has too many matching subscriptions: the fan-out job does it. */
+  fannedOut: boolean;
+}
+
+/** A producer statement's `first_attempts` and `fanned_out` columns. */
+export function toProducerFanOut(row: { first_attempts: unknown; fanned_out: boolean }): ProducerFanOut {
+  return { firstAttempts: toFirstAttempts(row.first_attempts), fannedOut: row.fanned_out };
 }
 
 /** The first attempts of a producer's statement, from its `first_attempts` column. */

@@ -47,7 +47,7 @@ export function eventInsertCte<T extends EventType>(
        INSERT INTO events (id, account_id, type, body, created_at, fanned_out_at)
        SELECT :evId, ${sources.accountIdSql}, :evType, ${body}, clock.now, ${sources.fannedOutSql ?? 'NULL::timestamptz'}
          FROM ${sources.from}, (SELECT date_trunc('milliseconds', clock_timestamp()) AS now) clock
-       RETURNING id, body, created_at
+       RETURNING id, body, created_at, fanned_out_at
      )`;
   return { eventId, sql, bindings };
 }

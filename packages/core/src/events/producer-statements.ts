@@ -15,7 +15,7 @@ import type { EngineScore } from '../ai-monitor/engine-scores.js';
 import type { PowerUpDeployment } from '../power-ups/deployment.repository.js';
 import type { ScanCategory } from '../scans/scan-inputs.js';
 import { toScan, type Scan, type ScanRow } from '../scans/scan.repository.js';
-import { producerFanOutSql, toFirstAttempts, type FirstAttempt } from '../deliveries/fan-out.js';
+import { producerFanOutSql, toProducerFanOut, type ProducerFanOut } from '../deliveries/fan-out.js';
 import { eventInsertCte } from './event.repository.js';
 
 /** Records a Power-Up deployment and its `power_up.deployed` event; undefined when the site does not exist. */
@@ -23,7 +23,7 @@ export async function insertDeploymentWithEvent(
   db: Db,
   siteId: string,
   powerUpId: string,
-): Promise<{ deployment: PowerUpDeployment; eventId: string; firstAttempts: FirstAttempt[] } | undefined> {
+): Promise<{ deployment: PowerUpDeployment; eventId: string; fanOut: ProducerFanOut } | undefined> {
   const deploymentId = newId('dep');
   const event = eventInsertCte(
     'power_up.deployed',
@@ -40,13 +40,13 @@ export async function insertDeploymentWithEvent(
        SELECT fact.id, fact.site_id, fact.power_up_id, fact.deployed_at, ${fanOut.firstAttemptsSql} FROM fact, event`,
       { ...event.bindings, ...fanOut.bindings, siteId, deploymentId, powerUpId },
     )
-    .options({ name: 'svc_produce_power_up_deployed_v2' });
-  const row = result.rows[0] as { id: string; site_id: string; power_up_id: string; deployed_at: Date; first_attempts: unknown } | undefined;
+    .options({ name: 'svc_produce_power_up_deployed_v3' });
+  const row = result.rows[0] as { id: string; site_id: string; power_up_id: string; deployed_at: Date; first_attempts: unknown; fanned_out: boolean } | undefined;
   if (!row) return undefined;
   return {
     deployment: { id: row.id, siteId: row.site_id, powerUpId: row.power_up_id, deployedAt: row.deployed_at },
     eventId: event.eventId,
-    firstAttempts: toFirstAttempts(row.first_attempts),
+    fanOut: toProducerFanOut(row),
   };
 }
 
@@ -56,7 +56,7 @@ export async function insertAiRunWithEvent(
   siteId: string,
   compositeScore: number,
   engines: EngineScore[],
-): Promise<{ run: AiMonitorRun; eventId: string; firstAttempts: FirstAttempt[] } | undefined> {
+): Promise<{ run: AiMonitorRun; eventId: string; fanOut: ProducerFanOut } | undefined> {
   const runId = newId('run');
   const event = eventInsertCte(
     'ai_check.completed',
@@ -73,10 +73,10 @@ export async function insertAiRunWithEvent(
        SELECT fact.id, fact.site_id, fact.composite_score, fact.completed_at, fact.engines, ${fanOut.firstAttemptsSql} FROM fact, event`,
       { ...event.bindings, ...fanOut.bindings, siteId, runId, compositeScore, engines: JSON.stringify(engines) },
     )
-    .options({ name: 'svc_produce_ai_check_completed_v3' });
-  const row = result.rows[0] as (AiMonitorRunRow & { first_attempts: unknown }) | undefined;
+    .options({ name: 'svc_produce_ai_check_completed_v4' });
+  const row = result.rows[0] as (AiMonitorRunRow & { first_attempts: unknown; fanned_out: boolean }) | undefined;
   if (!row) return undefined;
-  return { run: toAiMonitorRun(row), eventId: event.eventId, firstAttempts: toFirstAttempts(row.first_attempts) };
+  return { run: toAiMonitorRun(row), eventId: event.eventId, fanOut: toProducerFanOut(row) };
 }
 
 /** Completes a running scan and records its `scan.completed` event; undefined when the scan is not running (or missing). */
@@ -85,7 +85,7 @@ export async function completeScanWithEvent(
   scanId: string,
   score: number,
   categories: ScanCategory[],
-): Promise<{ scan: Scan; eventId: string; firstAttempts: FirstAttempt[] } | undefined> {
+): Promise<{ scan: Scan; eventId: string; fanOut: ProducerFanOut } | undefined> {
   const event = eventInsertCte(
     'scan.completed',
     { scanId, siteId: '', domain: '', score },
@@ -107,9 +107,9 @@ export async function completeScanWithEvent(
        SELECT fact.*, ${fanOut.firstAttemptsSql} FROM fact, event`,
       { ...event.bindings, ...fanOut.bindings, scanId, score, categories: JSON.stringify(categories) },
     )
-    .options({ name: 'svc_produce_scan_completed_v3' });
-  const row = result.rows[0] as (ScanRow & { first_attempts: unknown }) | undefined;
+    .options({ name: 'svc_produce_scan_completed_v4' });
+  const row = result.rows[0] as (ScanRow & { first_attempts: unknown; fanned_out: boolean }) | undefined;
   if (!row) return undefined;
   const scan = toScan(row);
-  return { scan, eventId: event.eventId, firstAttempts: toFirstAttempts(row.first_attempts) };
+  return { scan, eventId: event.eventId, fanOut: toProducerFanOut(row) };
 }

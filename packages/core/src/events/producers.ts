@@ -3,7 +3,7 @@ import { NotFoundError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { enqueueAfterCommit } from '../queues/enqueue-after-commit.js';
 import { enqueueDeliveries, enqueueFanout, type Queues } from '../queues/queues.js';
-import type { FirstAttempt } from '../deliveries/fan-out.js';
+import type { ProducerFanOut } from '../deliveries/fan-out.js';
 import type { AiMonitorRun } from '../ai-monitor/ai-run.repository.js';
 import { assertPowerUpId, type PowerUpDeployment } from '../power-ups/deployment.repository.js';
 import { parseEngineScores } from '../ai-monitor/engine-scores.js';
@@ -19,21 +19,22 @@ export interface ProducerDeps {
 }
 
 /**
- * After commit, hand the event to the dispatcher: its fan-out job and, when the producer's
- * statement fanned it out (ADR 13), the first attempts' jobs, both on one Redis round trip. If
- * Redis is away the rows are already in Postgres: the sweep fans the event out, or queues the
- * attempts once they are overdue.
+ * After commit, hand the event to the dispatcher. When the producer's statement fanned it out
+ * (ADR 13) that is its first attempts' jobs, and nothing at all for an event no subscription
+ * wants; otherwise (an account with more than PRODUCER_FAN_OUT_MAX matching subscriptions) its
+ * fan-out job. If Redis is away the rows are already in Postgres: the sweep queues the overdue
+ * first attempts, or fans out the event whose fanned_out_at is still empty.
  */
-function announce(deps: ProducerDeps, eventId: string, firstAttempts: readonly FirstAttempt[]): Promise<void> {
+function announce(deps: ProducerDeps, eventId: string, fanOut: ProducerFanOut): Promise<void> {
+  if (fanOut.fannedOut && fanOut.firstAttempts.length === 0) return Promise.resolve();
   return enqueueAfterCommit(
     () =>
-      Promise.all([
-        enqueueDeliveries(deps.queues, firstAttempts.map((attempt) => ({ ...attempt, attempt: 1, delayMs: 0 }))),
-        enqueueFanout(deps.queues, eventId),
-      ]),
+      fanOut.fannedOut
+        ? enqueueDeliveries(deps.queues, fanOut.firstAttempts.map((attempt) => ({ ...attempt, attempt: 1, delayMs: 0 })))
+        : enqueueFanout(deps.queues, eventId),
     deps.logger,
     // The operators' message since the first release (alerts match it); for an event fanned out
-    // here, "fan it out" is the sweep queueing its overdue first attempts.
+    // by its producer, "fan it out" is the sweep queueing its overdue first attempts.
     'event enqueue failed; the dispatcher sweep will fan it out',
     { eventId },
   );
@@ -42,14 +43,11 @@ function announce(deps: ProducerDeps, eventId: string, firstAttempts: readonly F
 /**
  * The one producer sequence (operator contract §4): record the fact and its event in one
  * transaction — one statement (producer-statements.ts), which also fans the event out — then
- * announce the event and its first attempts.
+ * announce the event or its first attempts.
  */
-async function produce<T extends { eventId: string }>(
-  deps: ProducerDeps,
-  record: () => Promise<T & { firstAttempts: FirstAttempt[] }>,
-): Promise<T> {
-  const { firstAttempts, ...result } = await record();
-  await announce(deps, result.eventId, firstAttempts);
+async function produce<T extends { eventId: string }>(deps: ProducerDeps, record: () => Promise<T & { fanOut: ProducerFanOut }>): Promise<T> {
+  const { fanOut, ...result } = await record();
+  await announce(deps, result.eventId, fanOut);
   return result as unknown as T;
 }
 
