@@ -1,7 +1,16 @@
 import { afterAll, describe, expect, it } from '@jest/globals';
-import { createQueues, createRedis, createSubscription } from '@svc/core';
-import { seedAccount, seedSite, TEST_REDIS_URL, uniqueTag } from '@svc/core/testing';
-import { ISO_8601, openTestDb, runSvc, runSvcJson, testEnv } from './support.js';
+import { createQueues, createRedis } from '@svc/core';
+import { TEST_REDIS_URL } from '@svc/core/testing';
+import {
+  ISO_8601,
+  newSite as newSiteOf,
+  newSubscribedSite as newSubscribedSiteOf,
+  openTestDb,
+  queuedFirstAttempt as queuedFirstAttemptOf,
+  runSvc,
+  runSvcJson,
+  testEnv,
+} from './support.js';
 
 const db = openTestDb();
 const env = testEnv();
@@ -14,24 +23,9 @@ afterAll(async () => {
   await db.destroy();
 });
 
-async function newSite(): Promise<{ accountId: string; siteId: string; domain: string }> {
-  const { accountId } = await seedAccount(db);
-  const site = await seedSite(db, accountId);
-  return { accountId, siteId: site.id, domain: site.domain };
-}
-
-/** A site whose account has one subscription to every event: its events have a first attempt to queue. */
-async function newSubscribedSite(): Promise<{ accountId: string; siteId: string; domain: string; subscriptionId: string }> {
-  const site = await newSite();
-  const subscription = await createSubscription(db, site.accountId, { url: `https://receiver.example.com/${uniqueTag()}`, events: ['*'] });
-  return { ...site, subscriptionId: subscription.id };
-}
-
-/** The first attempt the command queued for the event's one delivery (ADR 13: its producer fanned it out). */
-async function queuedFirstAttempt(eventId: string): Promise<unknown> {
-  const delivery = await db('deliveries').where({ event_id: eventId }).first('id');
-  return delivery ? (await queues.delivery.getJob(`${delivery.id as string}-1`))?.data : undefined;
-}
+const newSite = () => newSiteOf(db);
+const newSubscribedSite = () => newSubscribedSiteOf(db);
+const queuedFirstAttempt = (eventId: string) => queuedFirstAttemptOf(db, queues, eventId);
 
 describe('svc ai-runs complete', () => {
   it('records the run with its composite score and an ai_check.completed event, and queues the first attempt to its subscription', async () => {

@@ -1,5 +1,5 @@
-import { createDb, type Db } from '@svc/core';
-import { TEST_DATABASE_URL, TEST_REDIS_URL, uniqueTag } from '@svc/core/testing';
+import { createDb, createSubscription, type Db, type Queues } from '@svc/core';
+import { seedAccount, seedSite, TEST_DATABASE_URL, TEST_REDIS_URL, uniqueTag } from '@svc/core/testing';
 import { runCli } from '../src/run-cli.js';
 
 /** What one in-process `svc` run left behind. */
@@ -57,3 +57,23 @@ export function openTestDb(): Db {
 }
 
 export const ISO_8601 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+
+/** A site of a new account. */
+export async function newSite(db: Db): Promise<{ accountId: string; siteId: string; domain: string }> {
+  const { accountId } = await seedAccount(db);
+  const site = await seedSite(db, accountId);
+  return { accountId, siteId: site.id, domain: site.domain };
+}
+
+/** A site whose account has one subscription to every event: its events have a first attempt to queue. */
+export async function newSubscribedSite(db: Db): Promise<{ accountId: string; siteId: string; domain: string; subscriptionId: string }> {
+  const site = await newSite(db);
+  const subscription = await createSubscription(db, site.accountId, { url: `https://receiver.example.com/${uniqueTag()}`, events: ['*'] });
+  return { ...site, subscriptionId: subscription.id };
+}
+
+/** The data of the first-attempt job a producer queued for the event's one delivery (ADR 13). */
+export async function queuedFirstAttempt(db: Db, queues: Pick<Queues, 'delivery'>, eventId: string): Promise<unknown> {
+  const delivery = await db('deliveries').where({ event_id: eventId }).first('id');
+  return delivery ? (await queues.delivery.getJob(`${delivery.id as string}-1`))?.data : undefined;
+}
