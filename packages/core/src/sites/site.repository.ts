@@ -151,7 +151,8 @@ const SITE_DETAIL_JSON = hotRead(
  * One site of one account with its latest completed scan, as the JSON text of the API's site
  * object (times as ISO 8601 text, latestScan null when no scan completed); NotFoundError for any
  * other id. The same values as getSiteDetail, with one difference of form only: a score in
- * exponent form is written as Postgres writes floats (1e-07 where JSON.stringify writes 1e-7).
+ * exponent form is written as Postgres writes floats (1e-07 where JSON.stringify writes 1e-7,
+ * 1e+15 where it writes 1000000000000000, -0 where it writes 0): the same JSON numbers.
  */
 export async function getSiteDetailAsJson(db: DbOrTx, accountId: string, siteId: string): Promise<string> {
   const [row] = await runHotRead<{ site_json: string }>(db, SITE_DETAIL_JSON, [siteId, accountId]);
