@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { createSubscription, LIST_SUBSCRIPTIONS_SQL, listSubscriptions, newId, randomHex } from '@svc/core';
+import { createSubscription, LIST_SUBSCRIPTIONS_JSON_SQL, LIST_SUBSCRIPTIONS_SQL, listSubscriptions, listSubscriptionsAsJson, newId, randomHex } from '@svc/core';
 import { seedAccount } from '@svc/core/testing';
 import { createTestApi, type TestApi } from './support.js';
 
@@ -58,5 +58,31 @@ describe('the webhooks list statement', () => {
     expect(crowded).toHaveLength(1_000);
     const few = await listSubscriptions(api.db, accountId);
     expect(few.map((sub) => sub.url).sort()).toEqual(Array.from({ length: 10 }, (_, i) => `https://hooks.example.com/${i}`).sort());
+  });
+});
+
+describe('the webhooks list statement the API runs (each row written as JSON by Postgres)', () => {
+  it('walks webhook_subscriptions_account_idx in order in its generic plan, sorting nothing', async () => {
+    const text = await api.db.transaction(async (tx) => {
+      await tx.raw('SET LOCAL plan_cache_mode = force_generic_plan');
+      const result = await tx.raw(`EXPLAIN ${LIST_SUBSCRIPTIONS_JSON_SQL}`, [accountId, null]);
+      return (result.rows as Array<{ 'QUERY PLAN': string }>).map((row) => row['QUERY PLAN']).join('\n');
+    });
+    expect(text).toMatch(/Index Scan using webhook_subscriptions_account_idx on webhook_subscriptions/);
+    expect(text).not.toMatch(/Sort/);
+  });
+
+  it('is planned once per connection: Postgres keeps its generic plan instead of planning every execution', async () => {
+    const plans = await api.db.transaction(async (tx) => {
+      for (let i = 0; i < 10; i++) await listSubscriptionsAsJson(tx, accountId);
+      const result = await tx.raw("SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = 'svc_list_subscriptions_json'");
+      return result.rows[0] as { generic_plans: string; custom_plans: string };
+    });
+    expect(Number(plans.custom_plans)).toBeLessThanOrEqual(5);
+    expect(Number(plans.generic_plans)).toBeGreaterThanOrEqual(5);
+  });
+
+  it('still lists every subscription of an account, however many', async () => {
+    expect(await listSubscriptionsAsJson(api.db, crowdedAccountId)).toHaveLength(1_000);
   });
 });

@@ -1,14 +1,14 @@
 import express, { Router, type NextFunction, type Request, type Response } from 'express';
 import {
   createSubscription,
-  listSubscriptionsAsShown,
+  listSubscriptionsAsJson,
   revokeSubscription,
   ValidationError,
   type Db,
   type Queues,
-  type ShownSubscription,
 } from '@svc/core';
 import { authOf, requireScope } from '../auth/authenticate.js';
+import { sendJsonText } from '../http/json-text.js';
 import { requireIdShape } from '../http/path-params.js';
 import { parseCreateSubscription } from './webhooks.schemas.js';
 
@@ -48,18 +48,6 @@ function requireDecodedBody(_req: Request, res: Response, next: NextFunction): v
   next();
 }
 
-function presentListing(sub: ShownSubscription) {
-  return {
-    id: sub.id,
-    url: sub.url,
-    events: sub.events,
-    createdAt: sub.createdAt,
-    lastDeliveryAt: sub.lastDeliveryAt,
-    failureCount: sub.failureCount,
-    status: sub.status,
-  };
-}
-
 /** Spec §4.3–§4.5. */
 export function webhooksRoutes(deps: { db: Db; queues: Pick<Queues, 'delivery'> }, router: Router = Router()): Router {
   router.post('/webhooks', requireScope('write:webhooks'), requireBody, jsonBody, requireDecodedBody, async (req, res) => {
@@ -72,8 +60,9 @@ export function webhooksRoutes(deps: { db: Db; queues: Pick<Queues, 'delivery'> 
     });
   });
   router.get('/webhooks', requireScope('read:webhooks'), async (_req, res) => {
-    const subscriptions = await listSubscriptionsAsShown(deps.db, authOf(res).accountId);
-    res.json({ data: { subscriptions: subscriptions.map(presentListing) } });
+    // Each listed subscription comes as JSON text from Postgres (listSubscriptionsAsJson).
+    const subscriptions = await listSubscriptionsAsJson(deps.db, authOf(res).accountId);
+    sendJsonText(res, `{"data":{"subscriptions":[${subscriptions.join(',')}]}}`);
   });
   router.delete(
     '/webhooks/:subscriptionId',

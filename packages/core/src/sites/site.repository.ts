@@ -127,6 +127,39 @@ export async function getSiteDetail(db: DbOrTx, accountId: string, siteId: strin
   return { ...toSummary(row), latestScan };
 }
 
+const SITE_DETAIL_JSON = hotRead(
+  'svc_site_detail_json',
+  // The API's site object (spec §4.2), keys in its order, written by Postgres: row_to_json writes
+  // compact JSON with JSON.stringify's escapes, so the API sends this text as it is instead of
+  // parsing eight columns and two timestamps into objects only to stringify them again. The
+  // latest completed scan is one probe of scans_site_history_idx (its first entry for the site).
+  `SELECT row_to_json(d)::text AS site_json FROM (
+     SELECT s.id, s.domain, s.name, s.status, ${isoUtc('s.created_at')} AS "createdAt",
+            (SELECT row_to_json(l) FROM (
+               SELECT c.id, c.score, 'completed'::text AS status, ${isoUtc('c.completed_at')} AS "completedAt"
+                 FROM scans c
+                WHERE c.site_id = s.id AND c.status = 'completed'
+                ORDER BY c.completed_at DESC, c.id DESC
+                LIMIT 1
+             ) l) AS "latestScan"
+       FROM sites s
+      WHERE s.id = ? AND s.account_id = ?
+   ) d`,
+);
+
+/**
+ * One site of one account with its latest completed scan, as the JSON text of the API's site
+ * object (times as ISO 8601 text, latestScan null when no scan completed); NotFoundError for any
+ * other id. The same values as getSiteDetail, with one difference of form only: a score in
+ * exponent form is written as Postgres writes floats (1e-07 where JSON.stringify writes 1e-7,
+ * 1e+15 where it writes 1000000000000000, -0 where it writes 0): the same JSON numbers.
+ */
+export async function getSiteDetailAsJson(db: DbOrTx, accountId: string, siteId: string): Promise<string> {
+  const [row] = await runHotRead<{ site_json: string }>(db, SITE_DETAIL_JSON, [siteId, accountId]);
+  if (!row) throw new NotFoundError('No site with this id exists in your account.');
+  return row.site_json;
+}
+
 /** The site with its account, for producers and operators that start from a site id. */
 export async function findSiteById(db: DbOrTx, siteId: string): Promise<(SiteSummary & { accountId: string }) | undefined> {
   const row = await db('sites').where({ id: siteId }).first([...SUMMARY_COLUMNS, 'account_id']);

@@ -102,6 +102,34 @@ export async function listSubscriptionsAsShown(db: DbOrTx, accountId: string): P
   }));
 }
 
+/**
+ * The same list as LIST_SUBSCRIPTIONS_SQL (same rows, order, index walk and NULL-bound LIMIT),
+ * each row written by Postgres as the JSON text of the API's listed subscription (spec §4.3),
+ * keys in the API's order: row_to_json writes compact JSON with JSON.stringify's escapes. The
+ * LATERAL only names the columns; the planner folds it into the scan.
+ */
+export const LIST_SUBSCRIPTIONS_JSON_SQL = `SELECT row_to_json(w)::text AS json
+     FROM webhook_subscriptions s
+     CROSS JOIN LATERAL (
+       SELECT s.id, s.url, array_to_json(s.events) AS events, ${isoUtc('s.created_at')} AS "createdAt",
+              ${isoUtc('s.last_delivery_at')} AS "lastDeliveryAt", s.failure_count AS "failureCount", s.status
+     ) w
+    WHERE s.account_id = ? AND s.status IN ('active', 'disabled')
+    ORDER BY s.created_at DESC, s.id DESC
+    LIMIT ?`;
+
+const LIST_SUBSCRIPTIONS_JSON = hotRead('svc_list_subscriptions_json', LIST_SUBSCRIPTIONS_JSON_SQL);
+
+/**
+ * Every subscription of the account, newest first, auto-disabled ones included, never the
+ * secret, each as the JSON text the API lists: the API joins them without parsing each row into
+ * objects only to stringify them again.
+ */
+export async function listSubscriptionsAsJson(db: DbOrTx, accountId: string): Promise<string[]> {
+  const rows = await runHotRead<{ json: string }>(db, LIST_SUBSCRIPTIONS_JSON, [accountId, null]);
+  return rows.map((row) => row.json);
+}
+
 /** Every subscription of the account, newest first, auto-disabled ones included, never the secret. */
 export async function listSubscriptions(db: DbOrTx, accountId: string): Promise<SubscriptionListing[]> {
   const shown = await listSubscriptionsAsShown(db, accountId);
