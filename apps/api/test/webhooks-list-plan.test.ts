@@ -1,21 +1,23 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { createSubscription, LIST_SUBSCRIPTIONS_JSON_SQL, LIST_SUBSCRIPTIONS_SQL, listSubscriptions, listSubscriptionsAsJson, newId, randomHex } from '@svc/core';
-import { seedAccount } from '@svc/core/testing';
-import { createTestApi, type TestApi } from './support.js';
+import { createDb, createSubscription, type Db, LIST_SUBSCRIPTIONS_JSON_SQL, LIST_SUBSCRIPTIONS_SQL, listSubscriptions, listSubscriptionsAsJson, newId, randomHex } from '@svc/core';
+import { createIsolatedDatabase, seedAccount } from '@svc/core/testing';
 
-let api: TestApi;
+let isolated: { url: string; drop(): Promise<void> };
+let db: Db;
 let accountId: string;
 let crowdedAccountId: string;
 
 /**
  * GET /webhooks of an account with 10 subscriptions beside one with 1,000: the average account
- * then looks large to the planner, as in the bench database.
+ * then looks large to the planner, as in the bench database. A database of its own, so the
+ * planner's statistics are these and not whatever other tests left in the shared one.
  */
 beforeAll(async () => {
-  api = createTestApi();
-  ({ accountId } = await seedAccount(api.db, ['read:webhooks']));
-  for (let i = 0; i < 10; i++) await createSubscription(api.db, accountId, { url: `https://hooks.example.com/${i}`, events: ['*'] });
-  ({ accountId: crowdedAccountId } = await seedAccount(api.db, ['read:webhooks']));
+  isolated = await createIsolatedDatabase();
+  db = createDb(isolated.url);
+  ({ accountId } = await seedAccount(db, ['read:webhooks']));
+  for (let i = 0; i < 10; i++) await createSubscription(db, accountId, { url: `https://hooks.example.com/${i}`, events: ['*'] });
+  ({ accountId: crowdedAccountId } = await seedAccount(db, ['read:webhooks']));
   const rows = Array.from({ length: 1_000 }, (_, i) => ({
     id: newId('wh'),
     account_id: crowdedAccountId,
@@ -23,27 +25,43 @@ beforeAll(async () => {
     events: ['*'],
     secret: randomHex(32),
   }));
-  await api.db.batchInsert('webhook_subscriptions', rows, 500);
-  await api.db.raw('ANALYZE webhook_subscriptions');
+  await db.batchInsert('webhook_subscriptions', rows, 500);
+  await db.raw('ANALYZE webhook_subscriptions');
 }, 60_000);
 afterAll(async () => {
-  await api.db('webhook_subscriptions').whereIn('account_id', [accountId, crowdedAccountId]).delete();
-  await api.close();
+  await db.destroy();
+  await isolated.drop();
 });
+
+/**
+ * The generic plan of a list statement (`?` placeholders: the account, then the LIMIT), the one a
+ * connection keeps after its fifth execution. A plain EXPLAIN with bound values would show a custom
+ * plan for these values, which depends on what else the test database holds.
+ */
+async function genericPlanOf(sql: string): Promise<string> {
+  let n = 0;
+  const text = sql.replace(/\?/g, () => `$${++n}`);
+  return db.transaction(async (tx) => {
+    await tx.raw('SET LOCAL plan_cache_mode = force_generic_plan');
+    await tx.raw(`PREPARE webhooks_list_plan_probe AS ${text}`);
+    try {
+      const result = await tx.raw(`EXPLAIN EXECUTE webhooks_list_plan_probe('${accountId}', NULL)`);
+      return (result.rows as Array<{ 'QUERY PLAN': string }>).map((row) => row['QUERY PLAN']).join('\n');
+    } finally {
+      await tx.raw('DEALLOCATE webhooks_list_plan_probe');
+    }
+  });
+}
 
 describe('the webhooks list statement', () => {
   it('walks webhook_subscriptions_account_idx in order in its generic plan, sorting nothing', async () => {
-    const text = await api.db.transaction(async (tx) => {
-      await tx.raw('SET LOCAL plan_cache_mode = force_generic_plan');
-      const result = await tx.raw(`EXPLAIN ${LIST_SUBSCRIPTIONS_SQL}`, [accountId, null]);
-      return (result.rows as Array<{ 'QUERY PLAN': string }>).map((row) => row['QUERY PLAN']).join('\n');
-    });
+    const text = await genericPlanOf(LIST_SUBSCRIPTIONS_SQL);
     expect(text).toMatch(/Index Scan using webhook_subscriptions_account_idx on webhook_subscriptions/);
     expect(text).not.toMatch(/Sort/);
   });
 
   it('is planned once per connection: Postgres keeps its generic plan instead of planning every execution', async () => {
-    const plans = await api.db.transaction(async (tx) => {
+    const plans = await db.transaction(async (tx) => {
       for (let i = 0; i < 10; i++) await listSubscriptions(tx, accountId);
       const result = await tx.raw("SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = 'svc_list_subscriptions'");
       return result.rows[0] as { generic_plans: string; custom_plans: string };
@@ -54,26 +72,22 @@ describe('the webhooks list statement', () => {
   });
 
   it('still lists every subscription of an account, however many (the LIMIT is bound to NULL: no limit)', async () => {
-    const crowded = await listSubscriptions(api.db, crowdedAccountId);
+    const crowded = await listSubscriptions(db, crowdedAccountId);
     expect(crowded).toHaveLength(1_000);
-    const few = await listSubscriptions(api.db, accountId);
+    const few = await listSubscriptions(db, accountId);
     expect(few.map((sub) => sub.url).sort()).toEqual(Array.from({ length: 10 }, (_, i) => `https://hooks.example.com/${i}`).sort());
   });
 });
 
 describe('the webhooks list statement the API runs (each row written as JSON by Postgres)', () => {
   it('walks webhook_subscriptions_account_idx in order in its generic plan, sorting nothing', async () => {
-    const text = await api.db.transaction(async (tx) => {
-      await tx.raw('SET LOCAL plan_cache_mode = force_generic_plan');
-      const result = await tx.raw(`EXPLAIN ${LIST_SUBSCRIPTIONS_JSON_SQL}`, [accountId, null]);
-      return (result.rows as Array<{ 'QUERY PLAN': string }>).map((row) => row['QUERY PLAN']).join('\n');
-    });
+    const text = await genericPlanOf(LIST_SUBSCRIPTIONS_JSON_SQL);
     expect(text).toMatch(/Index Scan using webhook_subscriptions_account_idx on webhook_subscriptions/);
     expect(text).not.toMatch(/Sort/);
   });
 
   it('is planned once per connection: Postgres keeps its generic plan instead of planning every execution', async () => {
-    const plans = await api.db.transaction(async (tx) => {
+    const plans = await db.transaction(async (tx) => {
       for (let i = 0; i < 10; i++) await listSubscriptionsAsJson(tx, accountId);
       const result = await tx.raw("SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = 'svc_list_subscriptions_json'");
       return result.rows[0] as { generic_plans: string; custom_plans: string };
@@ -83,6 +97,6 @@ describe('the webhooks list statement the API runs (each row written as JSON by 
   });
 
   it('still lists every subscription of an account, however many', async () => {
-    expect(await listSubscriptionsAsJson(api.db, crowdedAccountId)).toHaveLength(1_000);
+    expect(await listSubscriptionsAsJson(db, crowdedAccountId)).toHaveLength(1_000);
   });
 });
