@@ -16,7 +16,7 @@ import type { EngineScore } from '../ai-monitor/engine-scores.js';
 import type { PowerUpDeployment } from '../power-ups/deployment.repository.js';
 import type { ScanCategory } from '../scans/scan-inputs.js';
 import { toScan, type Scan, type ScanRow } from '../scans/scan.repository.js';
-import { PRODUCER_FAN_OUT_MAX, toProducerFanOut, type ProducerFanOut } from '../deliveries/fan-out.js';
+import { producerFanOutSql, toProducerFanOut, type ProducerFanOut } from '../deliveries/fan-out.js';
 import { eventBodySegments, type EventDataByType, type EventType } from './event-types.js';
 
 /** What a producer statement answers for one input: the fact, its event, and its fan-out. */
@@ -60,36 +60,24 @@ function eventBodyTemplate<T extends EventType>(type: T, dummy: EventDataByType[
   };
 }
 
+/** The fan-out of every producer statement, over its `site` CTE. */
+const fanOut = producerFanOutSql('site');
+
 /**
  * The CTEs shared by every producer statement, after `site` (one row per input with a site:
- * `input.*`, `account_id`) and `fact` (the facts written; `factOfInput` joins a `site` row to its fact):
- * `targets` (per event, at most PRODUCER_FAN_OUT_MAX + 1 matching active subscriptions), `event`
- * (dated by the database's clock, fanned out when its targets fit),
- * `created` (its deliveries, due now). Then the answer per fact: `ord`, `event_id`,
- * `first_attempts` and `fanned_out`.
+ * `input.*`, `account_id`) and `fact` (the facts written; `factOfInput` joins a `site` row to its
+ * fact): `targets`, `event` (dated by the database's clock; fanned out when its targets fit),
+ * `created` (producerFanOutSql). Then the answer per fact: its columns, `ord` (its input's
+ * position), `event_id`, `first_attempts` and `fanned_out`.
  */
 function fanOutAndEventSql(bodySql: string, factColumns: string, factOfInput: (alias: string) => string): string {
-  return `targets AS (
-       SELECT site.ev_id, t.id FROM site CROSS JOIN LATERAL (
-         SELECT s.id FROM webhook_subscriptions s
-          WHERE s.account_id = site.account_id AND s.status = 'active' AND (s.events @> ARRAY[:evType::text] OR s.events @> ARRAY['*'])
-          LIMIT :fanOutMax + 1
-       ) t
-     ), event AS (
+  return `${fanOut.targetsCte}, event AS (
        INSERT INTO events (id, account_id, type, body, created_at, fanned_out_at)
-       SELECT input.ev_id, input.account_id, :evType, ${bodySql}, clock.now,
-              CASE WHEN (SELECT count(*) FROM targets WHERE targets.ev_id = input.ev_id) <= :fanOutMax THEN clock.now END
+       SELECT input.ev_id, input.account_id, :evType, ${bodySql}, clock.now, ${fanOut.fannedOutSql('input.ev_id')}
          FROM fact JOIN site input ON ${factOfInput('input')}, (SELECT date_trunc('milliseconds', clock_timestamp()) AS now) clock
        RETURNING id, fanned_out_at
-     ), created AS (
-       INSERT INTO deliveries (id, event_id, subscription_id, status, attempt_count, next_attempt_at)
-       SELECT 'dlv_' || replace(gen_random_uuid()::text, '-', ''), event.id, targets.id, 'pending', 0, clock_timestamp()
-         FROM event JOIN targets ON targets.ev_id = event.id
-        WHERE event.fanned_out_at IS NOT NULL
-       RETURNING id, event_id, subscription_id
-     )
-     SELECT ${factColumns}, site.ord, event.id AS event_id,
-            (SELECT coalesce(json_agg(json_build_array(created.id, created.subscription_id)), '[]') FROM created WHERE created.event_id = event.id) AS first_attempts,
+     ), ${fanOut.createdCte}
+     SELECT ${factColumns}, site.ord, event.id AS event_id, ${fanOut.firstAttemptsSql('event')},
             event.fanned_out_at IS NOT NULL AS fanned_out
        FROM fact JOIN site ON ${factOfInput('site')} JOIN event ON event.id = site.ev_id`;
 }
@@ -142,7 +130,7 @@ export async function insertDeploymentsWithEvents(
       evIds,
       ...deploymentBody.bindings(inputs.map((input, i) => ({ deploymentId: deploymentIds[i] as string, siteId: input.siteId, powerUpId: input.powerUpId }))),
       evType: 'power_up.deployed',
-      fanOutMax: PRODUCER_FAN_OUT_MAX,
+      ...fanOut.bindings,
     },
   );
   return byInput(inputs.length, rows, (row) => ({ id: row.id, siteId: row.site_id, powerUpId: row.power_up_id, deployedAt: row.deployed_at }));
@@ -177,7 +165,7 @@ export async function insertAiRunsWithEvents(
     evIds: inputs.map(() => newId('evt')),
     ...aiRunBody.bindings(inputs.map((input, i) => ({ runId: runIds[i] as string, siteId: input.siteId, domain: '', compositeScore: input.compositeScore }))),
     evType: 'ai_check.completed',
-    fanOutMax: PRODUCER_FAN_OUT_MAX,
+    ...fanOut.bindings,
   });
   return byInput(inputs.length, rows, toAiMonitorRun);
 }
@@ -216,7 +204,7 @@ export async function completeScansWithEvents(
     evIds: inputs.map(() => newId('evt')),
     ...scanBody.bindings(inputs.map((input) => ({ scanId: input.scanId, siteId: '', domain: '', score: input.score }))),
     evType: 'scan.completed',
-    fanOutMax: PRODUCER_FAN_OUT_MAX,
+    ...fanOut.bindings,
   });
   return byInput(inputs.length, rows, toScan);
 }
