@@ -1,4 +1,5 @@
 export * from './config.js';
+export * from './batching/micro-batcher.js';
 export * from './logger.js';
 export * from './errors.js';
 export * from './ids.js';

@@ -11,7 +11,7 @@ import {
   type FinishedAttempt,
   type RecordResult,
 } from '@svc/core';
-import { MicroBatcher } from '../batching/micro-batcher.js';
+import { MicroBatcher } from '@svc/core';
 
 /** At most the attempts a dispatcher has in flight (DISPATCHER_CONCURRENCY) per statement. */
 const MAX_BATCH = 100;

@@ -1,6 +1,6 @@
 import type { Job } from 'bullmq';
 import { enqueueDeliveries, fanOutEvents, type Db, type FanoutJob, type Logger, type Queues } from '@svc/core';
-import { MicroBatcher } from '../batching/micro-batcher.js';
+import { MicroBatcher } from '@svc/core';
 
 /** Fan-out jobs picked up together are fanned out by one statement and their first attempts queued by one bulk add. */
 const FANOUT_BATCH = 100;

@@ -14,39 +14,44 @@ export interface FirstAttempt {
 export const PRODUCER_FAN_OUT_MAX = 100;
 
 /**
- * The fan-out of a producer's one statement (ADR 13): the same rows fanOutEvents makes — one
+ * The fan-out of a producer's statement (ADR 13, ADR 14): the same rows fanOutEvents makes — one
  * pending delivery per active subscription of the account whose events hold the event's type or
- * `*`, due now — made in the transaction that records the fact and the event, so the first
+ * `*`, due now — made in the transaction that records the facts and their events, so the first
  * attempts can be queued right after the commit instead of one job and one transaction later.
- * `targets` must come before the event's CTE (its fanned_out_at says whether this statement fanned
- * out: at most PRODUCER_FAN_OUT_MAX targets), `created` after it; `firstAttemptsSql` is two columns: `first_attempts` and `fanned_out`
- * (whether this statement fanned the event out; when not, the dispatcher's fan-out job must).
- * `accountIdSql` names the account over `from`, a CTE already defined; `:evType` is the event's type.
+ * An event fans out there only when its account has at most PRODUCER_FAN_OUT_MAX matching
+ * subscriptions; a wider one is left to the dispatcher's fan-out job.
+ *
+ * `targetsCte` comes before the events' CTE and reads `from`, a CTE already defined with one row
+ * per event (`ev_id`, `account_id`); `fannedOutSql(evId)` is that event's fanned_out_at (over
+ * `clock.now`); `createdCte` comes after the CTE `event` (`id`, `fanned_out_at`);
+ * `firstAttemptsSql(event)` is the JSON array of one event's first attempts (`first_attempts`).
+ * `:evType` is the events' type.
  */
-export function producerFanOutSql(sources: { from: string; accountIdSql: string }): {
+export function producerFanOutSql(from: string): {
   targetsCte: string;
-  fannedOutSql: string;
+  fannedOutSql: (evIdSql: string) => string;
   createdCte: string;
-  firstAttemptsSql: string;
+  firstAttemptsSql: (eventAlias: string) => string;
   bindings: { fanOutMax: number };
 } {
-  const fits = '(SELECT count(*) FROM targets) <= :fanOutMax';
   return {
     targetsCte: `targets AS (
-       SELECT s.id FROM ${sources.from} JOIN webhook_subscriptions s ON s.account_id = ${sources.accountIdSql}
-        WHERE s.status = 'active' AND (s.events @> ARRAY[:evType::text] OR s.events @> ARRAY['*'])
-        LIMIT :fanOutMax + 1
+       SELECT ${from}.ev_id, t.id FROM ${from} CROSS JOIN LATERAL (
+         SELECT s.id FROM webhook_subscriptions s
+          WHERE s.account_id = ${from}.account_id AND s.status = 'active' AND (s.events @> ARRAY[:evType::text] OR s.events @> ARRAY['*'])
+          LIMIT :fanOutMax + 1
+       ) t
      )`,
-    fannedOutSql: `CASE WHEN ${fits} THEN clock.now END`,
+    fannedOutSql: (evIdSql) => `CASE WHEN (SELECT count(*) FROM targets WHERE targets.ev_id = ${evIdSql}) <= :fanOutMax THEN clock.now END`,
     createdCte: `created AS (
        INSERT INTO deliveries (id, event_id, subscription_id, status, attempt_count, next_attempt_at)
        SELECT 'dlv_' || replace(gen_random_uuid()::text, '-', ''), event.id, targets.id, 'pending', 0, clock_timestamp()
-         FROM event, targets
-        WHERE ${fits}
-       RETURNING id, subscription_id
+         FROM event JOIN targets ON targets.ev_id = event.id
+        WHERE event.fanned_out_at IS NOT NULL
+       RETURNING id, event_id, subscription_id
      )`,
-    firstAttemptsSql: `(SELECT coalesce(json_agg(json_build_array(created.id, created.subscription_id)), '[]') FROM created) AS first_attempts,
-       event.fanned_out_at IS NOT NULL AS fanned_out`,
+    firstAttemptsSql: (eventAlias) =>
+      `(SELECT coalesce(json_agg(json_build_array(created.id, created.subscription_id)), '[]') FROM created WHERE created.event_id = ${eventAlias}.id) AS first_attempts`,
     bindings: { fanOutMax: PRODUCER_FAN_OUT_MAX },
   };
 }

@@ -1,4 +1,3 @@
-import type { Logger } from '../logger.js';
 
 /** Work committed to Postgres never waits longer than this on Redis: the sweep has it anyway. */
 export const ENQUEUE_TIMEOUT_MS = 2_000;
@@ -8,9 +7,14 @@ export const ENQUEUE_TIMEOUT_MS = 2_000;
  * Postgres and the dispatcher's sweep queues it later, so this never fails the caller: it
  * waits at most ENQUEUE_TIMEOUT_MS and logs `failureMessage` with `context` otherwise.
  */
+/** Where a failed enqueue is reported (a winston logger is one). */
+export interface EnqueueFailureLog {
+  warn(message: string, meta: Record<string, unknown>): unknown;
+}
+
 export async function enqueueAfterCommit(
   enqueue: () => Promise<unknown>,
-  logger: Pick<Logger, 'warn'> | undefined,
+  logger: EnqueueFailureLog | undefined,
   failureMessage: string,
   context: Record<string, unknown>,
 ): Promise<void> {

@@ -1,0 +1,115 @@
+import type { AiMonitorRun } from '../ai-monitor/ai-run.repository.js';
+import type { EngineScore } from '../ai-monitor/engine-scores.js';
+import { MicroBatcher } from '../batching/micro-batcher.js';
+import type { Db } from '../db/knex.js';
+import type { Logger } from '../logger.js';
+import type { PowerUpDeployment } from '../power-ups/deployment.repository.js';
+import { enqueueAfterCommit } from '../queues/enqueue-after-commit.js';
+import { enqueueDeliveries, enqueueFanout, type Queues } from '../queues/queues.js';
+import type { ScanCategory } from '../scans/scan-inputs.js';
+import type { Scan } from '../scans/scan.repository.js';
+import { completeScansWithEvents, insertAiRunsWithEvents, insertDeploymentsWithEvents, type Produced } from './producer-statements.js';
+
+/** What a producer needs: the database, both queues, and a logger for a failed enqueue. */
+export interface ProducerDeps {
+  db: Db;
+  queues: Pick<Queues, 'fanout' | 'delivery'>;
+  logger?: Pick<Logger, 'warn'>;
+}
+
+/**
+ * Producer calls a process makes together (while the event loop turns, or while the previous
+ * batch of their kind is on the wire) share one statement, one commit and one Redis round trip
+ * (ADR 14). At most this many per batch: a batch's statement also writes each event's deliveries
+ * (up to PRODUCER_FAN_OUT_MAX each), so it stays a bounded transaction.
+ */
+export const PRODUCER_BATCH_MAX = 50;
+/**
+ * Batches of one kind on the wire at once, per process. One: the calls made while it is on the
+ * wire form the next batch, so batches grow with the load (bench: two in flight halved the batch
+ * and cost 60 % more Postgres CPU per event). The price: a batch waiting on a row lock (a scan row
+ * another transaction holds) holds back the calls of its kind behind it until the lock is released.
+ */
+export const PRODUCER_BATCHES_IN_FLIGHT = 1;
+
+/** The operators' message since the first release (alerts match it), once per event not announced. */
+const ENQUEUE_FAILED = 'event enqueue failed; the dispatcher sweep will fan it out';
+
+/**
+ * After commit, hands a batch's events to the dispatcher in one round trip: the first attempts of
+ * those the statement fanned out (nothing at all for an event no subscription wants), and the
+ * fan-out job of any it did not (an account with more than PRODUCER_FAN_OUT_MAX matching
+ * subscriptions). If Redis is away the rows are already in Postgres: the sweep queues the overdue
+ * first attempts, or fans out the event whose fanned_out_at is still empty. Never throws.
+ */
+async function announce(deps: ProducerDeps, produced: ReadonlyArray<Produced<unknown>>): Promise<void> {
+  const events = produced.filter((p): p is NonNullable<typeof p> => p !== undefined);
+  const firstAttempts = events.flatMap((p) => (p.fanOut.fannedOut ? p.fanOut.firstAttempts.map((a) => ({ ...a, attempt: 1, delayMs: 0 })) : []));
+  const unfanned = events.filter((p) => !p.fanOut.fannedOut).map((p) => p.eventId);
+  const announced = events.filter((p) => !p.fanOut.fannedOut || p.fanOut.firstAttempts.length > 0).map((p) => p.eventId);
+  if (announced.length === 0) return;
+  // One warning per event, as a single producer call always logged it.
+  const perEvent = { warn: (message: string, meta: Record<string, unknown>) => announced.forEach((eventId) => deps.logger?.warn(message, { ...meta, eventId })) };
+  await enqueueAfterCommit(
+    () => Promise.all([firstAttempts.length > 0 ? enqueueDeliveries(deps.queues, firstAttempts) : undefined, ...unfanned.map((eventId) => enqueueFanout(deps.queues, eventId))]),
+    perEvent,
+    ENQUEUE_FAILED,
+    {},
+  );
+}
+
+export interface DeploymentInput {
+  siteId: string;
+  powerUpId: string;
+}
+export interface AiRunInput {
+  siteId: string;
+  compositeScore: number;
+  engines: EngineScore[];
+}
+export interface ScanCompletionInput {
+  scanId: string;
+  score: number;
+  categories: ScanCategory[];
+}
+
+export interface ProducerBatches {
+  deployments: MicroBatcher<DeploymentInput, Produced<PowerUpDeployment>>;
+  aiRuns: MicroBatcher<AiRunInput, Produced<AiMonitorRun>>;
+  scans: MicroBatcher<ScanCompletionInput, Produced<Scan>>;
+}
+
+function createProducerBatches(deps: ProducerDeps): ProducerBatches {
+  const options = { maxBatch: PRODUCER_BATCH_MAX, maxInFlight: PRODUCER_BATCHES_IN_FLIGHT };
+  // Each flush: the statement (all or nothing: a batch that fails is retried item by item by the
+  // batcher, so one refused input fails only its own call), then the announcement, which never throws.
+  const flush =
+    <I, F>(statement: (db: Db, inputs: I[]) => Promise<Array<Produced<F>>>) =>
+    async (inputs: I[]): Promise<Array<Produced<F>>> => {
+      const produced = await statement(deps.db, inputs);
+      await announce(deps, produced);
+      return produced;
+    };
+  return {
+    deployments: new MicroBatcher(flush(insertDeploymentsWithEvents), options),
+    aiRuns: new MicroBatcher(flush(insertAiRunsWithEvents), options),
+    // One UPDATE … FROM cannot complete a scan twice: two calls for one scan never share a batch.
+    scans: new MicroBatcher(flush(completeScansWithEvents), { ...options, key: (input) => input.scanId }),
+  };
+}
+
+/**
+ * The batches of calls that share a database, queues and logger (a process's producer
+ * dependencies, made once); held weakly, so deps made per call simply batch nothing together.
+ */
+const batchesByDeps = new WeakMap<Db, WeakMap<object, Map<ProducerDeps['logger'], ProducerBatches>>>();
+
+export function producerBatchesFor(deps: ProducerDeps): ProducerBatches {
+  let byQueues = batchesByDeps.get(deps.db);
+  if (!byQueues) batchesByDeps.set(deps.db, (byQueues = new WeakMap()));
+  let byLogger = byQueues.get(deps.queues);
+  if (!byLogger) byQueues.set(deps.queues, (byLogger = new Map()));
+  let batches = byLogger.get(deps.logger);
+  if (!batches) byLogger.set(deps.logger, (batches = createProducerBatches(deps)));
+  return batches;
+}
