@@ -93,7 +93,7 @@ const FULL = {
   budgetMs: 14 * 60_000,
   watchdogMs: 15 * 60_000,
   // One run of each later case, reserved when deciding whether another run fits.
-  reserveMs: { throughput: 90_000, scaleout: 60_000, latency: 80_000, retry: 25_000, fanout: 45_000, memory: 30_000, cli: 30_000 },
+  reserveMs: { throughput: 90_000, scaleout: 70_000, latency: 80_000, retry: 25_000, fanout: 45_000, memory: 30_000, cli: 30_000 },
 };
 const QUICK = {
   ...FULL,
@@ -119,7 +119,7 @@ const QUICK = {
   cliSamples: 3,
   budgetMs: 3 * 60_000,
   watchdogMs: 4 * 60_000,
-  reserveMs: { throughput: 15_000, scaleout: 15_000, latency: 15_000, retry: 5_000, fanout: 3_000, memory: 3_000, cli: 5_000 },
+  reserveMs: { throughput: 15_000, scaleout: 30_000, latency: 15_000, retry: 5_000, fanout: 3_000, memory: 3_000, cli: 5_000 },
 };
 const P = { ...(quick ? QUICK : FULL) };
 if (option('runs')) P.runs = Math.max(1, Number(option('runs')));
