@@ -70,9 +70,10 @@ const FULL = {
   // Case 2b: backlogs of this many events drained by 1..scaleoutMaxDispatchers dispatcher processes,
   // the receiver answering after scaleoutDelayMs (dispatcher-bound), and by 1 and 2 with the
   // receiver answering at once (machine-bound, information).
+  // 1,200 = 12 rounds of DISPATCHER_CONCURRENCY attempts with one dispatcher, 6 with 2, 4 with 3.
   scaleoutN: 2_000,
-  scaleoutSlowN: 2_000,
-  scaleoutDelayMs: 500,
+  scaleoutSlowN: 1_200,
+  scaleoutDelayMs: 1_000,
   scaleoutMaxDispatchers: 3,
   latencyRate: 200,
   latencyDurationS: 30,
@@ -107,7 +108,7 @@ const QUICK = {
   throughputN: 500,
   throughputWarmupN: 100,
   scaleoutN: 500,
-  scaleoutSlowN: 500,
+  scaleoutSlowN: 300,
   latencyDurationS: 5,
   latencyDrainMs: 20_000,
   latencyLowDurationS: 3,
@@ -661,7 +662,7 @@ function buildReport(results, machine, mode) {
     }
     const one = so[0].instant[1];
     notes.push(
-      `Case 2b, dispatcher-bound: ${P.tpAccounts} accounts with one subscription each to /slow/${P.scaleoutDelayMs}, events spread evenly, so each dispatcher holds about ${(DISPATCHER_CONCURRENCY / P.tpAccounts).toFixed(0)} attempts per subscription and the per-subscription cap (10 per dispatcher) never binds; every dispatcher at its defaults (DISPATCHER_CONCURRENCY=${DISPATCHER_CONCURRENCY}), the extra ones with METRICS_PORT=0. Time and CPU run from the resume to the receiver's last answer (the last outcome recorded). CPU ms per delivery by process (run 1): ${ms.map((m) => `${m}: ${formatCpu(so[0].slow[m].cpuMs, P.scaleoutSlowN)}`).join(' — ')}.`,
+      `Case 2b, dispatcher-bound: ${P.tpAccounts} accounts with one subscription each to /slow/${P.scaleoutDelayMs}, events spread evenly, so each dispatcher holds about ${(DISPATCHER_CONCURRENCY / P.tpAccounts).toFixed(0)} attempts per subscription and the per-subscription cap (10 per dispatcher) never binds; every dispatcher at its defaults (DISPATCHER_CONCURRENCY=${DISPATCHER_CONCURRENCY}), the extra ones with METRICS_PORT=0. Time and CPU run from the resume to the receiver's last answer (the last outcome recorded). CPU ms per delivery by process (run 1): ${ms.map((m) => `${m}: ${formatCpu(so[0].slow[m].cpuMs, P.scaleoutSlowN)}`).join(' — ')}. Postgres commits per delivery (runs) ${ms.map((m) => `with ${m}: ${so.map((x) => x.slow[m].pgCommitsPerDelivery.toFixed(2)).join(' / ')}`).join('; ')}.`,
       `Case 2b, machine-bound (information): one dispatcher drains at ${one.perSec.toFixed(0)}/s while the processes measured (dispatcher, Postgres, Redis, the receiver) spend ${(measuredCpuMs(one) / P.scaleoutN).toFixed(2)} ms of CPU per delivery, × ${one.perSec.toFixed(0)}/s = ${((measuredCpuMs(one) / P.scaleoutN) * one.perSec / 1000).toFixed(2)} cores, and the machine as a whole (other sessions included) had ${one.machine.busyCores.toFixed(2)} of its ${machine.nproc} cores busy (run 1; runs: ${so.map((x) => `${x.instant[1].machine.busyCores.toFixed(2)} → ${x.instant[2].machine.busyCores.toFixed(2)}`).join(', ')} cores busy with 1 → 2 dispatchers): a second dispatcher process adds no core, only its own CPU per delivery, so the rate cannot grow here. CPU ms per delivery by process (run 1): ${[1, 2].map((m) => `${m}: ${formatCpu(so[0].instant[m].cpuMs, P.scaleoutN)}`).join(' — ')}; commits per delivery with 2: ${so.map((x) => x.instant[2].pgCommitsPerDelivery.toFixed(2)).join(' / ')}.`,
     );
   }
