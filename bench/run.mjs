@@ -70,9 +70,9 @@ const FULL = {
   // Case 2b: backlogs of this many events drained by 1..scaleoutMaxDispatchers dispatcher processes,
   // the receiver answering after scaleoutDelayMs (dispatcher-bound), and by 1 and 2 with the
   // receiver answering at once (machine-bound, information).
-  // 1,200 = 12 rounds of DISPATCHER_CONCURRENCY attempts with one dispatcher, 6 with 2, 4 with 3.
+  // 600 = 6 rounds of DISPATCHER_CONCURRENCY attempts with one dispatcher, 3 with 2, 2 with 3.
   scaleoutN: 2_000,
-  scaleoutSlowN: 1_200,
+  scaleoutSlowN: 600,
   scaleoutDelayMs: 1_000,
   scaleoutMaxDispatchers: 3,
   latencyRate: 200,
@@ -94,7 +94,7 @@ const FULL = {
   budgetMs: 14 * 60_000,
   watchdogMs: 15 * 60_000,
   // One run of each later case, reserved when deciding whether another run fits.
-  reserveMs: { throughput: 90_000, scaleout: 70_000, latency: 80_000, retry: 25_000, fanout: 45_000, memory: 30_000, cli: 30_000 },
+  reserveMs: { throughput: 90_000, scaleout: 50_000, latency: 80_000, retry: 25_000, fanout: 45_000, memory: 30_000, cli: 30_000 },
 };
 const QUICK = {
   ...FULL,
