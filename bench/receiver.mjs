@@ -3,7 +3,9 @@
 // (X-Service-Delivery-Id, receive time, attempt number seen for that id) and answers the parent
 // over IPC.
 //
-// Paths: /ok → 200; /flaky/<k> → 503 for the first k requests of each delivery id, then 200.
+// Paths: /ok → 200; /flaky/<k> → 503 for the first k requests of each delivery id, then 200;
+// /slow/<ms> → 200, answered <ms> milliseconds after the request arrived (a receiver that does
+// its work before answering, as real ones do: case 2b's dispatcher-bound regime).
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:https';
 
@@ -20,6 +22,8 @@ let perDelivery = new Map();
 let waiters = [];
 /** TLS connections accepted since the last reset (keep-alive reuse shows as few of them). */
 let connections = 0;
+/** When the last answer was written (for /slow, the end of the last attempt as the sender sees it). */
+let lastAnsweredAt = null;
 
 function checkWaiters() {
   if (waiters.length === 0) return;
@@ -42,13 +46,19 @@ const server = createServer(
     const path = req.url ?? '/';
     let status = 200;
     const flaky = /^\/flaky\/(\d+)/.exec(path);
+    const slow = /^\/slow\/(\d+)/.exec(path);
     if (flaky && seen <= Number(flaky[1])) status = 503;
-    else if (!flaky && !path.startsWith('/ok')) status = 404;
+    else if (!flaky && !slow && !path.startsWith('/ok')) status = 404;
     records.push([id, at, seen, status]);
-    req.resume();
-    req.on('end', () => {
+    const answer = () => {
       res.writeHead(status, { 'content-type': 'text/plain', 'content-length': status === 200 ? 2 : 7 });
       res.end(status === 200 ? 'ok' : 'not yet');
+      lastAnsweredAt = nowMs();
+    };
+    req.resume();
+    req.on('end', () => {
+      if (slow) setTimeout(answer, Math.max(0, at + Number(slow[1]) - nowMs()));
+      else answer();
     });
     checkWaiters();
   },
@@ -65,10 +75,11 @@ process.on('message', (message) => {
       records = [];
       perDelivery = new Map();
       connections = 0;
+      lastAnsweredAt = null;
       reply({ ok: true });
       break;
     case 'count':
-      reply({ count: records.length, unique: perDelivery.size, connections, lastAt: records[records.length - 1]?.[1] ?? null });
+      reply({ count: records.length, unique: perDelivery.size, connections, lastAt: records[records.length - 1]?.[1] ?? null, lastAnsweredAt });
       break;
     case 'wait': {
       // Resolves when `count` requests (or distinct delivery ids with `unique`) have arrived.

@@ -15,8 +15,9 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createAccount, createDb, createQueues, createRedis, createSite, createSubscription } from '@svc/core';
 import { apiTargets, floodRun, responseSize, runApiCases } from './cases/api.mjs';
-import { fanoutRun, latencyRun, Publisher, retryRun, serviceThroughput, throughputRun } from './cases/dispatcher.mjs';
+import { fanoutRun, latencyRun, Publisher, retryRun, throughputRun } from './cases/dispatcher.mjs';
 import { cliRun } from './cases/cli.mjs';
+import { measuredCpuMs, scaleoutRun } from './cases/scaleout.mjs';
 import { memoryRun } from './cases/memory.mjs';
 import { resetDatabase, seed, vacuumAsAutovacuumWould } from './lib/fixtures.mjs';
 import { forkHelper, killAllChildren, readMemory, spawnNode, stopChild, tail, waitHttpOk } from './lib/procs.mjs';
@@ -66,6 +67,14 @@ const FULL = {
   throughputN: 5_000,
   throughputWarmupN: 300,
   publishConcurrency: 10,
+  // Case 2b: backlogs of this many events drained by 1..scaleoutMaxDispatchers dispatcher processes,
+  // the receiver answering after scaleoutDelayMs (dispatcher-bound), and by 1 and 2 with the
+  // receiver answering at once (machine-bound, information).
+  // 600 = 6 rounds of DISPATCHER_CONCURRENCY attempts with one dispatcher, 3 with 2, 2 with 3.
+  scaleoutN: 2_000,
+  scaleoutSlowN: 600,
+  scaleoutDelayMs: 1_000,
+  scaleoutMaxDispatchers: 3,
   latencyRate: 200,
   latencyDurationS: 30,
   latencyDrainMs: 30_000,
@@ -85,7 +94,7 @@ const FULL = {
   budgetMs: 14 * 60_000,
   watchdogMs: 15 * 60_000,
   // One run of each later case, reserved when deciding whether another run fits.
-  reserveMs: { throughput: 90_000, scaleout: 60_000, latency: 80_000, retry: 25_000, fanout: 45_000, memory: 30_000, cli: 30_000 },
+  reserveMs: { throughput: 90_000, scaleout: 50_000, latency: 80_000, retry: 25_000, fanout: 45_000, memory: 30_000, cli: 30_000 },
 };
 const QUICK = {
   ...FULL,
@@ -98,6 +107,8 @@ const QUICK = {
   keysHistory: 1_000,
   throughputN: 500,
   throughputWarmupN: 100,
+  scaleoutN: 500,
+  scaleoutSlowN: 300,
   latencyDurationS: 5,
   latencyDrainMs: 20_000,
   latencyLowDurationS: 3,
@@ -109,7 +120,7 @@ const QUICK = {
   cliSamples: 3,
   budgetMs: 3 * 60_000,
   watchdogMs: 4 * 60_000,
-  reserveMs: { throughput: 15_000, scaleout: 15_000, latency: 15_000, retry: 5_000, fanout: 3_000, memory: 3_000, cli: 5_000 },
+  reserveMs: { throughput: 15_000, scaleout: 30_000, latency: 15_000, retry: 5_000, fanout: 3_000, memory: 3_000, cli: 5_000 },
 };
 const P = { ...(quick ? QUICK : FULL) };
 if (option('runs')) P.runs = Math.max(1, Number(option('runs')));
@@ -380,21 +391,37 @@ async function main() {
     await stopChild(gotHelper.child);
   }
 
-  // Case 2b: N events published while the queues are paused, then drained by one dispatcher, and
-  // again by two (a second process, same settings): the dispatchers' own rate, publisher aside.
+  // Case 2b: backlogs published while the queues are paused, then drained by M dispatcher
+  // processes (the others started with the same settings): the dispatchers' own rate, publisher
+  // aside. Dispatcher-bound (the receiver answers late) with M = 1..3; machine-bound with M = 1, 2.
   if (only.includes('scaleout')) {
-    results.scaleout = await repeat('scaleout', async (r) => {
-      const one = await serviceThroughput({ db, receiver, publisher, n: P.throughputN, publishConcurrency: P.publishConcurrency, backlogQueues: queues, pids: { dispatcher: dispatcher.pid, publisher: process.pid } });
-      const second = spawnNode('dispatcher-2', 'apps/dispatcher/dist/src/main.js', { cwd: ROOT, logDir, cpuProfDir: profDir, env: serviceEnv() });
+    const publishers = { instant: publisher, slow: new Publisher({ db, queues, accounts: fx.tpSlow }) };
+    // METRICS_PORT=0: the first dispatcher holds the default metrics port on this host.
+    const startDispatcher = async (k) => {
+      const child = spawnNode(`dispatcher-${k}`, 'apps/dispatcher/dist/src/main.js', { cwd: ROOT, logDir, cpuProfDir: profDir, env: serviceEnv({ METRICS_PORT: '0' }) });
       const deadline = Date.now() + 30_000;
-      while ((await queues.delivery.getWorkersCount()) < 2 || (await queues.fanout.getWorkersCount()) < 2) {
-        if (second.exitCode !== null || Date.now() > deadline) throw new Error(`second dispatcher did not start:\n${tail(second.logPath)}`);
+      while ((await queues.delivery.getWorkersCount()) < k || (await queues.fanout.getWorkersCount()) < k) {
+        if (child.exitCode !== null || Date.now() > deadline) throw new Error(`dispatcher ${k} did not start:\n${tail(child.logPath)}`);
         await sleep(100);
       }
-      const two = await serviceThroughput({ db, receiver, publisher, n: P.throughputN, publishConcurrency: P.publishConcurrency, backlogQueues: queues, pids: { dispatcher: dispatcher.pid, 'dispatcher-2': second.pid, publisher: process.pid } });
-      await stopChild(second);
-      const m = { one: one.svc, two: two.svc, ratio: two.svc.perSec / one.svc.perSec };
-      log(`  scale-out run ${r + 1}/${P.runs}: 1 dispatcher ${m.one.perSec.toFixed(0)}/s, 2 dispatchers ${m.two.perSec.toFixed(0)}/s (×${m.ratio.toFixed(2)}); duplicates ${m.one.duplicates} / ${m.two.duplicates}; CPU ms per delivery with 2: ${formatCpu(m.two.cpuMs, P.throughputN)}${m.one.valid && m.two.valid ? '' : ' INVALID'}`);
+      return child;
+    };
+    results.scaleout = await repeat('scaleout', async (r) => {
+      const m = await scaleoutRun({
+        db,
+        receiver,
+        queues,
+        publishers,
+        n: P.scaleoutN,
+        slowN: P.scaleoutSlowN,
+        publishConcurrency: P.publishConcurrency,
+        maxDispatchers: P.scaleoutMaxDispatchers,
+        pids: { dispatcher: dispatcher.pid, receiver: receiver.pid, publisher: process.pid },
+        startDispatcher,
+        stopDispatcher: stopChild,
+      });
+      const rates = (regime) => Object.entries(regime).map(([k, x]) => `${k}: ${x.perSec.toFixed(0)}/s, ${x.cpuMsPerDelivery.toFixed(2)} ms CPU, ${x.machine.busyCores.toFixed(2)} cores busy, ${x.duplicates} twice${x.valid ? '' : ' INVALID'}`).join('; ');
+      log(`  scale-out run ${r + 1}/${P.runs}: receiver at ${P.scaleoutDelayMs} ms — ${rates(m.slow)} (2 ÷ 1 = ${m.ratio.toFixed(2)}); receiver at once — ${rates(m.instant)} (2 ÷ 1 = ${m.instantRatio.toFixed(2)})`);
       return m;
     });
   }
@@ -609,13 +636,35 @@ function buildReport(results, machine, mode) {
   }
   if (results.scaleout.length) {
     const so = results.scaleout;
-    rows.push({ case: '2b', figure: `backlog of ${P.throughputN} events drained, deliveries/s with 2 dispatcher processes (baseline: 1, same run)`, format: 'rps', unit: '/s', svc: per(so, (m) => m.two.perSec), baseline: per(so, (m) => m.one.perSec), ratio: per(so, (m) => m.ratio), target: '> 1.00× (grows with M)', met: ({ ratio }) => ratio.median > 1 });
-    rows.push({ case: '2b', figure: 'deliveries received twice with 2 dispatchers', unit: '', format: 'count', svc: per(so, (m) => m.two.duplicates), target: '0', met: () => so.every((m) => m.two.duplicates === 0 && m.one.duplicates === 0) });
-    for (const m of so) if (!m.one.valid || !m.two.valid) {
-      invalid = true;
-      notes.push(`INVALID scale-out run: ${JSON.stringify({ one: m.one.recorded, two: m.two.recorded })}`);
+    const ceiling = (DISPATCHER_CONCURRENCY / P.scaleoutDelayMs) * 1000;
+    const ms = Object.keys(so[0].slow).map(Number);
+    const slowLabel = `dispatcher-bound: receiver answers after ${P.scaleoutDelayMs} ms (1 dispatcher's ceiling ${DISPATCHER_CONCURRENCY} in flight ÷ ${P.scaleoutDelayMs} ms = ${ceiling.toFixed(0)}/s), backlog of ${P.scaleoutSlowN}`;
+    rows.push({ case: '2b', figure: `${slowLabel}, deliveries/s with 2 dispatcher processes (baseline: 1, same run)`, format: 'rps', unit: '/s', svc: per(so, (m) => m.slow[2].perSec), baseline: per(so, (m) => m.slow[1].perSec), ratio: per(so, (m) => m.ratio), target: '> 1.00× (grows with M; ≈ 2× expected)', met: ({ ratio }) => ratio.median > 1 });
+    for (const m of ms.filter((k) => k > 2)) {
+      rows.push({ case: '2b', figure: `same, ${m} dispatcher processes (baseline: 1)`, format: 'rps', unit: '/s', svc: per(so, (x) => x.slow[m].perSec), baseline: per(so, (x) => x.slow[1].perSec), ratio: per(so, (x) => x.slow[m].perSec / x.slow[1].perSec), target: 'info' });
     }
-    notes.push(`Case 2b, CPU ms per delivery with 2 dispatchers (run 1): ${formatCpu(so[0].two.cpuMs, P.throughputN)}; commits per delivery ${so.map((m) => m.two.pgCommitsPerDelivery.toFixed(2)).join(' / ')}.`);
+    for (const m of ms) {
+      rows.push({ case: '2b', figure: `  CPU ms per delivery, all but the receiver, ${m} dispatcher${m > 1 ? 's' : ''} (dispatcher-bound)`, unit: 'ms', format: 'ms', svc: per(so, (x) => x.slow[m].cpuMsPerDelivery), target: 'info', note: `machine-wide ${so.map((x) => x.slow[m].machine.busyCores.toFixed(2)).join(' / ')} of ${machine.nproc} cores busy` });
+    }
+    rows.push({ case: '2b', figure: `machine-bound: receiver answers at once, backlog of ${P.scaleoutN}, deliveries/s with 2 dispatcher processes (baseline: 1, same run)`, format: 'rps', unit: '/s', svc: per(so, (m) => m.instant[2].perSec), baseline: per(so, (m) => m.instant[1].perSec), ratio: per(so, (m) => m.instantRatio), target: `info (cannot grow on ${machine.nproc} cores, see note)` });
+    for (const m of [1, 2]) {
+      rows.push({ case: '2b', figure: `  CPU ms per delivery, all but the receiver, ${m} dispatcher${m > 1 ? 's' : ''} (machine-bound)`, unit: 'ms', format: 'ms', svc: per(so, (x) => x.instant[m].cpuMsPerDelivery), target: 'info', note: `machine-wide ${so.map((x) => x.instant[m].machine.busyCores.toFixed(2)).join(' / ')} of ${machine.nproc} cores busy` });
+    }
+    const all = so.flatMap((x) => [...Object.values(x.slow), ...Object.values(x.instant)]);
+    rows.push({ case: '2b', figure: 'deliveries received twice, every M, both regimes', unit: '', format: 'count', svc: per(so, (x) => [...Object.values(x.slow), ...Object.values(x.instant)].reduce((sum, y) => sum + y.duplicates, 0)), target: '0', met: () => all.every((y) => y.duplicates === 0) });
+    for (const x of so) {
+      for (const [regime, byM] of Object.entries({ slow: x.slow, instant: x.instant })) {
+        for (const [m, y] of Object.entries(byM)) if (!y.valid) {
+          invalid = true;
+          notes.push(`INVALID scale-out run (${regime}, ${m} dispatchers): ${JSON.stringify(y.recorded)}, received ${y.duplicates + (regime === 'slow' ? P.scaleoutSlowN : P.scaleoutN)}`);
+        }
+      }
+    }
+    const one = so[0].instant[1];
+    notes.push(
+      `Case 2b, dispatcher-bound: ${P.tpAccounts} accounts with one subscription each to /slow/${P.scaleoutDelayMs}, events spread evenly, so each dispatcher holds about ${(DISPATCHER_CONCURRENCY / P.tpAccounts).toFixed(0)} attempts per subscription and the per-subscription cap (10 per dispatcher) never binds; every dispatcher at its defaults (DISPATCHER_CONCURRENCY=${DISPATCHER_CONCURRENCY}), the extra ones with METRICS_PORT=0. Time and CPU run from the resume to the receiver's last answer (the last outcome recorded). CPU ms per delivery by process (run 1): ${ms.map((m) => `${m}: ${formatCpu(so[0].slow[m].cpuMs, P.scaleoutSlowN)}`).join(' — ')}. Postgres commits per delivery (runs) ${ms.map((m) => `with ${m}: ${so.map((x) => x.slow[m].pgCommitsPerDelivery.toFixed(2)).join(' / ')}`).join('; ')}.`,
+      `Case 2b, machine-bound (information): one dispatcher drains at ${one.perSec.toFixed(0)}/s while the processes measured (dispatcher, Postgres, Redis, the receiver) spend ${(measuredCpuMs(one) / P.scaleoutN).toFixed(2)} ms of CPU per delivery, × ${one.perSec.toFixed(0)}/s = ${((measuredCpuMs(one) / P.scaleoutN) * one.perSec / 1000).toFixed(2)} cores, and the machine as a whole (other sessions included) had ${one.machine.busyCores.toFixed(2)} of its ${machine.nproc} cores busy (run 1; runs: ${so.map((x) => `${x.instant[1].machine.busyCores.toFixed(2)} → ${x.instant[2].machine.busyCores.toFixed(2)}`).join(', ')} cores busy with 1 → 2 dispatchers): a second dispatcher process adds no core, only its own CPU per delivery, so the rate cannot grow here. CPU ms per delivery by process (run 1): ${[1, 2].map((m) => `${m}: ${formatCpu(so[0].instant[m].cpuMs, P.scaleoutN)}`).join(' — ')}; commits per delivery with 2: ${so.map((x) => x.instant[2].pgCommitsPerDelivery.toFixed(2)).join(' / ')}.`,
+    );
   }
 
   if (results.latency.length) {

@@ -2,7 +2,7 @@
 // 5 (fan-out). Events are published through the producer functions of @svc/core, exactly as
 // other services publish them; receipts are timed by the receiver process.
 import { completeAiMonitorRun, completeScan, deployPowerUp, enqueueDeliveries, newId } from '@svc/core';
-import { cpuDelta, cpuSnapshot } from '../lib/cpu.mjs';
+import { cpuDelta, cpuSnapshot, machineDelta, machineSnapshot } from '../lib/cpu.mjs';
 import { describe, nowMs, sleep } from '../lib/stats.mjs';
 
 /**
@@ -85,8 +85,11 @@ async function waitRecorded(db, eventIds, expected, timeoutMs = 60_000) {
  * The service's part of case 2: N events published, deliveries/s from the first publish to the
  * last receipt, CPU per process, commits, and the checks (every delivery delivered with one
  * attempt, nothing received twice). `pids` may name several dispatchers (case 2b).
+ * With `toLastAnswer` (a receiver that answers late), the time and the CPU run to the receiver's
+ * last answer and the last outcome recorded, not to the last receipt: the last attempts' wait
+ * for their answer is part of the work.
  */
-export async function serviceThroughput({ db, receiver, publisher, n, publishConcurrency, pids, backlogQueues }) {
+export async function serviceThroughput({ db, receiver, publisher, n, publishConcurrency, pids, backlogQueues, toLastAnswer = false }) {
   await publisher.prepare(n);
   await receiver.rpc('reset');
   const eventIds = new Array(n);
@@ -95,6 +98,7 @@ export async function serviceThroughput({ db, receiver, publisher, n, publishCon
   // so the rate is the dispatchers' own (from the resume to the last receipt), not the publisher's.
   if (backlogQueues) await Promise.all([backlogQueues.fanout.pause(), backlogQueues.delivery.pause()]);
   let cpu0 = cpuSnapshot(pids);
+  let machine0 = machineSnapshot();
   let xact0 = await commits(db);
   let t0 = nowMs();
   await Promise.all(
@@ -108,21 +112,32 @@ export async function serviceThroughput({ db, receiver, publisher, n, publishCon
   const publishedAt = nowMs();
   if (backlogQueues) {
     cpu0 = cpuSnapshot(pids);
+    machine0 = machineSnapshot();
     xact0 = await commits(db);
     t0 = nowMs();
     await Promise.all([backlogQueues.fanout.resume(), backlogQueues.delivery.resume()]);
   }
   const got = await receiver.rpc('wait', { count: n, unique: true, timeoutMs: 180_000 });
   if (!got.reached) throw new Error(`throughput: only ${got.count} of ${n} deliveries received`);
-  const cpu = cpuDelta(cpu0, cpuSnapshot(pids));
-  const svc = { perSec: (n / (got.lastAt - t0)) * 1000, elapsedMs: got.lastAt - t0, publishMs: publishedAt - t0 };
+  let cpu = cpuDelta(cpu0, cpuSnapshot(pids));
+  let machine = machineDelta(machine0, machineSnapshot());
+  let endAt = got.lastAt;
+  let recorded;
+  if (toLastAnswer) {
+    recorded = await waitRecorded(db, eventIds, n);
+    cpu = cpuDelta(cpu0, cpuSnapshot(pids));
+    machine = machineDelta(machine0, machineSnapshot());
+    endAt = (await receiver.rpc('count')).lastAnsweredAt;
+  }
+  const svc = { perSec: (n / (endAt - t0)) * 1000, elapsedMs: endAt - t0, publishMs: publishedAt - t0 };
   const { count: received, connections } = await receiver.rpc('count');
-  const recorded = await waitRecorded(db, eventIds, n);
+  recorded ??= await waitRecorded(db, eventIds, n);
   await sleep(1_000); // backends report their transaction counts within a second or so
   svc.pgCommitsPerDelivery = ((await commits(db)) - xact0) / n;
   svc.duplicates = received - n;
   svc.connections = connections;
   svc.cpuMs = cpu;
+  svc.machine = machine;
   // Every process but the receiver (which stands for the customer's server) and Postgres backends of other databases.
   svc.cpuMsPerDelivery = Object.entries(cpu).filter(([k]) => k !== 'wallMs' && k !== 'receiver' && k !== 'postgres-other').reduce((sum, [, v]) => sum + v, 0) / n;
   svc.recorded = recorded;

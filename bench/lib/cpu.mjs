@@ -75,3 +75,18 @@ export function formatCpu(delta, per = 1, unit = '') {
     .map(([k, v]) => `${k} ${(v / per).toFixed(per === 1 ? 0 : 2)}${unit}`)
     .join(', ');
 }
+
+/** The whole machine's CPU from /proc/stat (every process, ours and everyone else's), in ms. */
+export function machineSnapshot() {
+  const [, ...fields] = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/);
+  const [user, nice, system, idle, iowait, irq, softirq, steal] = fields.map(Number);
+  const busy = user + nice + system + irq + softirq + steal;
+  return { at: performance.now(), busyMs: busy * TICK_MS, idleMs: (idle + iowait) * TICK_MS };
+}
+
+/** Between two machine snapshots: busy CPU ms, the wall ms, and the cores kept busy on average. */
+export function machineDelta(before, after) {
+  const wallMs = after.at - before.at;
+  const busyMs = after.busyMs - before.busyMs;
+  return { wallMs, busyMs, busyCores: busyMs / wallMs };
+}

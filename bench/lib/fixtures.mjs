@@ -146,6 +146,14 @@ export async function seed(db, receiverUrl, P) {
     const sub = await createSubscription(db, account.id, { url: `${receiverUrl}/ok`, events: ['*'] });
     tp.push({ accountId: account.id, siteId: site.id, subscriptionId: sub.id, secret: sub.secret });
   }
+  // Scale-out (case 2b), dispatcher-bound: the same shape, but the receiver answers late.
+  const tpSlow = [];
+  for (let i = 0; i < P.tpAccounts; i++) {
+    const account = await createAccount(db, { name: `bench scale-out ${i}` });
+    const site = await createSite(db, account.id, { domain: `so-${i}.example.com` });
+    const sub = await createSubscription(db, account.id, { url: `${receiverUrl}/slow/${P.scaleoutDelayMs}`, events: ['*'] });
+    tpSlow.push({ accountId: account.id, siteId: site.id, subscriptionId: sub.id, secret: sub.secret });
+  }
   const fanAccount = await createAccount(db, { name: 'bench fan-out' });
   const fanSite = await createSite(db, fanAccount.id, { domain: 'fan.example.com' });
   const fanSubs = await bulkSubscriptions(db, fanAccount.id, `${receiverUrl}/ok`, P.fanoutSubs);
@@ -167,6 +175,7 @@ export async function seed(db, receiverUrl, P) {
     hundred: { accountId: hundred.id, sites: hundredSites, keys: hundredKeys },
     large: { accountId: large.id, sites: largeSites, keys: largeKeys },
     tp,
+    tpSlow,
     fan: { accountId: fanAccount.id, siteId: fanSite.id, subscriptions: fanSubs },
     wide: { accountId: wideAccount.id, siteId: wideSite.id, subscriptions: wideSubs },
   };
