@@ -152,12 +152,15 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
     },
     stop() {
       stopped ??= (async () => {
-        await Promise.all([sweeper.stop(), retention.stop(), announcements.stop()]);
+        // Deaf at once; its connection closes beside the rest, so stopping takes no longer than before.
+        const announcementsClosed = announcements.stop();
+        await Promise.all([sweeper.stop(), retention.stop()]);
         await Promise.all([fanoutWorker.close(), deliveryWorker.close()]);
         await queues.close();
         client.close();
         producerRedis.disconnect();
         workerRedis.disconnect();
+        await announcementsClosed;
         logger.info('dispatcher stopped');
       })();
       return stopped;

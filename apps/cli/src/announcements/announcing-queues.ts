@@ -26,7 +26,7 @@ export interface JobsAnnouncement {
   deliveries?: DeliveryJob[];
 }
 
-/** Deliveries per notification: 40 × ~90 bytes stays well under Postgres's 8,000-byte payload limit. */
+/** Deliveries per notification: 40 × ~120 bytes (about 4.9 KB) stays well under Postgres's 8,000-byte payload limit. */
 const DELIVERIES_PER_NOTIFICATION = 40;
 
 interface JobOptions {

@@ -35,6 +35,7 @@ export class AnnouncementListener {
     void this.connect();
   }
 
+  /** Stops queueing announcements at once; resolves when its connection is closed. */
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
@@ -51,7 +52,7 @@ export class AnnouncementListener {
       keepAliveInitialDelayMillis: TCP_KEEPALIVE_DELAY_MS,
     });
     client.on('notification', (message) => {
-      if (message.channel === JOBS_ANNOUNCED_CHANNEL) void this.queue(message.payload ?? '');
+      if (message.channel === JOBS_ANNOUNCED_CHANNEL && !this.stopped) void this.queue(message.payload ?? '');
     });
     client.on('error', (error) => this.lose(client, error));
     client.on('end', () => this.lose(client));
