@@ -33,9 +33,11 @@ function cpuOf(args, { cwd, env }) {
 /**
  * The commands, interleaved sample by sample so that a burst of load elsewhere hits all of them:
  * a bare `node -e 0`; `svc accounts create` (Postgres only); `svc power-ups deploy` on a site
- * with one subscription (Postgres, then its first attempt's job in Redis: the commands that load ioredis
- * and BullMQ); `accounts create` with the V8 code cache off (`SVC_CODE_CACHE=off`: what a
- * command costs when its cache is missing or refused, docs/adr/0012); and `accounts create`
+ * with one subscription (the producer's statement, then its first attempt announced with a
+ * Postgres NOTIFY that the bench's dispatcher turns into a job: ADR 15; before it, the commands
+ * that loaded ioredis and BullMQ to queue the job themselves); `accounts create` with the V8
+ * code cache off (`SVC_CODE_CACHE=off`: what a command costs when its cache is missing or
+ * refused, docs/adr/0012); and `accounts create`
  * through the unbundled entry the bin ran before (for the before/after). The bin's caches are
  * those `npm run build` made, grown by each command's first run (the first sample).
  */

@@ -9,6 +9,7 @@ import {
   type Queues,
   type Redis,
 } from '@svc/core';
+import { announcingQueues } from './announcements/announcing-queues.js';
 import type { TextSink } from './cli-io.js';
 import * as redisCommands from './redis-commands.js';
 
@@ -51,12 +52,13 @@ export class CliResources {
   }
 
   /**
-   * What the event producers of core need: the database, the fan-out queue and a logger. Redis
-   * is opened only when the producer enqueues, after its transaction committed, so a command
-   * refused by the database never touches Redis.
+   * What the event producers of core need: the database, the queues and a logger. The queues
+   * here announce the committed event's jobs with a Postgres NOTIFY that the dispatchers turn
+   * into jobs (announcing-queues.ts, docs/adr/0015): a producer command never loads BullMQ or
+   * ioredis, nor touches Redis.
    */
-  async producerDeps(): Promise<ProducerDeps> {
-    return { db: this.db(), queues: await this.lazyQueues(), logger: this.stderrLogger() };
+  producerDeps(): ProducerDeps {
+    return { db: this.db(), queues: announcingQueues(this.db(), this.config().queuePrefix), logger: this.stderrLogger() };
   }
 
   /** What a redelivery needs: the same, with the delivery queue (Redis opened only to enqueue). */

@@ -6,7 +6,7 @@ import { createQueues, createRedis, type Queues, type Redis, type RedisTarget } 
  * The bundle the bin runs reaches ioredis and BullMQ through stand-ins that load them on first
  * use (apps/cli/scripts/bundle.mjs): a command that only touches the database never loads them.
  */
-export { completeAiMonitorRun, completeScan, deployPowerUp, redeliverAnyDelivery, revokeApiKeyEverywhere } from '@svc/core';
+export { redeliverAnyDelivery, revokeApiKeyEverywhere } from '@svc/core';
 
 /** The run's Redis connection (a URL, or Sentinel when configured). */
 export function openRedis(target: RedisTarget): Redis {

@@ -2,6 +2,7 @@ import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from '@jest/globals';
+import { createSubscription } from '@svc/core';
 import { seedAccount, seedSite, TEST_DATABASE_URL, TEST_REDIS_URL, uniqueTag } from '@svc/core/testing';
 import { openTestDb } from './support.js';
 
@@ -36,7 +37,7 @@ describe('the svc bin', () => {
     expect(await db('accounts').where({ id: out.id }).first()).toMatchObject({ name });
   });
 
-  it('completes a scan through Redis and still ends by itself once its connections are closed', async () => {
+  it('completes a scan, announcing its event, and still ends by itself once its connections are closed', async () => {
     const { accountId } = await seedAccount(db);
     const site = await seedSite(db, accountId);
     const env = childEnv({ QUEUE_PREFIX: `test-cli-${uniqueTag()}` });
@@ -76,6 +77,27 @@ describe('the svc bin', () => {
       expect(cached).toEqual(compiled);
       expect(cached.stdout + cached.stderr).not.toBe('');
     }
+  });
+
+  it('deploys a Power-Up to a subscribed site without loading BullMQ or ioredis (docs/adr/0015)', async () => {
+    const { accountId } = await seedAccount(db);
+    const site = await seedSite(db, accountId);
+    await createSubscription(db, accountId, { url: `https://receiver.example.com/${uniqueTag()}`, events: ['*'] });
+    // In a child process, as the bin would run, counting the bundles the command loaded.
+    const probe = [
+      `import { BUNDLE_DIR, loadBundledCli } from ${JSON.stringify(RUN_BUNDLED)};`,
+      'const cli = loadBundledCli({ readDirs: [BUNDLE_DIR], writeDirs: [] });',
+      `const code = await cli.runCli(['power-ups', 'deploy', '--site', ${JSON.stringify(site.id)}, '--power-up', 'pu_probe', '--json'], { stdout: { write: () => true } });`,
+      'console.log(JSON.stringify({ code, bundles: cli.scripts.length }));',
+    ].join('\n');
+
+    const { stdout } = await run(process.execPath, ['--input-type=module', '-e', probe], {
+      env: childEnv({ QUEUE_PREFIX: `test-cli-${uniqueTag()}` }),
+      timeout: EXIT_TIMEOUT_MS,
+    });
+
+    expect(JSON.parse(stdout)).toEqual({ code: 0, bundles: 1 });
+    expect(await db('deliveries').join('events', 'events.id', 'deliveries.event_id').where({ 'events.account_id': accountId })).toHaveLength(1);
   });
 
   it('finds, after the build, a code cache of both bundles that V8 takes', async () => {

@@ -1,12 +1,12 @@
-import { afterAll, describe, expect, it } from '@jest/globals';
-import { createQueues, createRedis } from '@svc/core';
-import { TEST_REDIS_URL } from '@svc/core/testing';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { seedTenant, type Harness } from '@svc/dispatcher/test-support';
 import {
+  deliveredRow,
   ISO_8601,
   newSite as newSiteOf,
-  newSubscribedSite as newSubscribedSiteOf,
+  openDeliveryStage,
   openTestDb,
-  queuedFirstAttempt as queuedFirstAttemptOf,
+  PROMPT_DELIVERY_MS,
   runSvc,
   runSvcJson,
   testEnv,
@@ -14,41 +14,46 @@ import {
 
 const db = openTestDb();
 const env = testEnv();
-const redis = createRedis(TEST_REDIS_URL);
-const queues = createQueues(redis, env.QUEUE_PREFIX as string);
+/** Where the stories that follow an event to its receiver run: a dispatcher, its database, a receiver. */
+let stage: { harness: Harness; env: Record<string, string> };
+
+beforeAll(async () => {
+  stage = await openDeliveryStage();
+});
 
 afterAll(async () => {
-  await queues.close();
-  await redis.quit();
+  await stage.harness.close();
   await db.destroy();
 });
 
 const newSite = () => newSiteOf(db);
-const newSubscribedSite = () => newSubscribedSiteOf(db);
-const queuedFirstAttempt = (eventId: string) => queuedFirstAttemptOf(db, queues, eventId);
 
 describe('svc ai-runs complete', () => {
-  it('records the run with its composite score and an ai_check.completed event, and queues the first attempt to its subscription', async () => {
-    const { accountId, siteId, domain, subscriptionId } = await newSubscribedSite();
+  it('records the run with its composite score and an ai_check.completed event, whose first attempt a running dispatcher delivers at once', async () => {
+    const h = stage.harness;
+    const { accountId, site, subscribe } = await seedTenant(h);
+    const subscription = await subscribe('/ok');
 
     const out = await runSvcJson<{ id: string; compositeScore: number; eventId: string }>(
-      ['ai-runs', 'complete', '--site', siteId, '--score', '72.25'],
-      env,
+      ['ai-runs', 'complete', '--site', site.id, '--score', '72.25'],
+      stage.env,
     );
 
     expect(out).toEqual({ id: expect.stringMatching(/^run_/), compositeScore: 72.25, engines: [], eventId: expect.stringMatching(/^evt_/) });
-    expect(await db('ai_monitor_runs').where({ id: out.id }).first()).toMatchObject({ site_id: siteId, composite_score: 72.25 });
-    const event = await db('events').where({ id: out.eventId }).first('account_id', 'type', 'body');
+    expect(await h.db('ai_monitor_runs').where({ id: out.id }).first()).toMatchObject({ site_id: site.id, composite_score: 72.25 });
+    const event = await h.db('events').where({ id: out.eventId }).first('account_id', 'type', 'body', 'created_at');
     expect(event).toMatchObject({ account_id: accountId, type: 'ai_check.completed' });
     expect(JSON.parse(event.body as string)).toEqual({
       event: 'ai_check.completed',
       timestamp: expect.stringMatching(ISO_8601),
-      data: { runId: out.id, siteId, domain, compositeScore: 72.25 },
+      data: { runId: out.id, siteId: site.id, domain: site.domain, compositeScore: 72.25 },
     });
-    const delivery = await db('deliveries').where({ event_id: out.eventId }).first('id', 'subscription_id', 'status', 'attempt_count');
-    expect(delivery).toMatchObject({ subscription_id: subscriptionId, status: 'pending', attempt_count: 0 });
-    expect(await queuedFirstAttempt(out.eventId)).toEqual({ deliveryId: delivery.id, subscriptionId, attempt: 1 });
-    expect(await queues.fanout.getJob(out.eventId)).toBeUndefined();
+    const delivery = await deliveredRow(h, out.eventId, subscription.id);
+    expect(delivery).toMatchObject({ status: 'delivered', attempt_count: 1 });
+    const received = h.receiver.requests.filter((request) => request.headers['x-service-delivery-id'] === delivery.id);
+    expect(received.map((request) => request.body.toString())).toEqual([event.body]);
+    expect(received[0]!.receivedAt - (event.created_at as Date).getTime()).toBeLessThan(PROMPT_DELIVERY_MS);
+    expect(await h.queues.fanout.getJob(out.eventId)).toBeUndefined();
   });
 
   it('stores each --engine with the run and keeps the event body as spec §6.1 has it', async () => {
@@ -105,30 +110,34 @@ describe('svc ai-runs complete', () => {
 });
 
 describe('svc power-ups deploy', () => {
-  it('records the deployment and a power_up.deployed event, and queues the first attempt to its subscription', async () => {
-    const { accountId, siteId, subscriptionId } = await newSubscribedSite();
+  it('records the deployment and a power_up.deployed event, whose first attempt a running dispatcher delivers at once', async () => {
+    const h = stage.harness;
+    const { accountId, site, subscribe } = await seedTenant(h);
+    const subscription = await subscribe('/ok');
 
     const out = await runSvcJson<{ id: string; eventId: string }>(
-      ['power-ups', 'deploy', '--site', siteId, '--power-up', 'pu_schema_markup'],
-      env,
+      ['power-ups', 'deploy', '--site', site.id, '--power-up', 'pu_schema_markup'],
+      stage.env,
     );
 
     expect(out).toEqual({ id: expect.stringMatching(/^dep_/), eventId: expect.stringMatching(/^evt_/) });
-    expect(await db('power_up_deployments').where({ id: out.id }).first()).toMatchObject({
-      site_id: siteId,
+    expect(await h.db('power_up_deployments').where({ id: out.id }).first()).toMatchObject({
+      site_id: site.id,
       power_up_id: 'pu_schema_markup',
     });
-    const event = await db('events').where({ id: out.eventId }).first('account_id', 'type', 'body');
+    const event = await h.db('events').where({ id: out.eventId }).first('account_id', 'type', 'body', 'created_at');
     expect(event).toMatchObject({ account_id: accountId, type: 'power_up.deployed' });
     expect(JSON.parse(event.body as string)).toEqual({
       event: 'power_up.deployed',
       timestamp: expect.stringMatching(ISO_8601),
-      data: { deploymentId: out.id, siteId, powerUpId: 'pu_schema_markup' },
+      data: { deploymentId: out.id, siteId: site.id, powerUpId: 'pu_schema_markup' },
     });
-    const delivery = await db('deliveries').where({ event_id: out.eventId }).first('id', 'subscription_id', 'status', 'attempt_count');
-    expect(delivery).toMatchObject({ subscription_id: subscriptionId, status: 'pending', attempt_count: 0 });
-    expect(await queuedFirstAttempt(out.eventId)).toEqual({ deliveryId: delivery.id, subscriptionId, attempt: 1 });
-    expect(await queues.fanout.getJob(out.eventId)).toBeUndefined();
+    const delivery = await deliveredRow(h, out.eventId, subscription.id);
+    expect(delivery).toMatchObject({ status: 'delivered', attempt_count: 1 });
+    const received = h.receiver.requests.filter((request) => request.headers['x-service-delivery-id'] === delivery.id);
+    expect(received.map((request) => request.body.toString())).toEqual([event.body]);
+    expect(received[0]!.receivedAt - (event.created_at as Date).getTime()).toBeLessThan(PROMPT_DELIVERY_MS);
+    expect(await h.queues.fanout.getJob(out.eventId)).toBeUndefined();
   });
 
   it('fires an event no subscription wants without needing Redis: nothing to queue, no warning', async () => {

@@ -1,12 +1,14 @@
-import { afterAll, describe, expect, it } from '@jest/globals';
-import { createQueues, createRedis } from '@svc/core';
-import { TEST_REDIS_URL, uniqueTag } from '@svc/core/testing';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { uniqueTag } from '@svc/core/testing';
+import { seedTenant, type Harness } from '@svc/dispatcher/test-support';
 import {
+  deliveredRow,
   ISO_8601,
   newSite as newSiteOf,
   newSubscribedSite as newSubscribedSiteOf,
+  openDeliveryStage,
   openTestDb,
-  queuedFirstAttempt as queuedFirstAttemptOf,
+  PROMPT_DELIVERY_MS,
   runSvc,
   runSvcJson,
   testEnv,
@@ -14,18 +16,20 @@ import {
 
 const db = openTestDb();
 const env = testEnv();
-const redis = createRedis(TEST_REDIS_URL);
-const queues = createQueues(redis, env.QUEUE_PREFIX as string);
+/** Where the story that follows an event to its receiver runs: a dispatcher, its database, a receiver. */
+let stage: { harness: Harness; env: Record<string, string> };
+
+beforeAll(async () => {
+  stage = await openDeliveryStage();
+});
 
 afterAll(async () => {
-  await queues.close();
-  await redis.quit();
+  await stage.harness.close();
   await db.destroy();
 });
 
 const newSite = () => newSiteOf(db);
 const newSubscribedSite = () => newSubscribedSiteOf(db);
-const queuedFirstAttempt = (eventId: string) => queuedFirstAttemptOf(db, queues, eventId);
 
 async function startScan(siteId: string): Promise<string> {
   return (await runSvcJson<{ id: string }>(['scans', 'start', '--site', siteId], env)).id;
@@ -69,13 +73,15 @@ describe('svc scans start', () => {
 });
 
 describe('svc scans complete', () => {
-  it('completes the scan, stores a scan.completed event with the spec body and queues the first attempt to its subscription', async () => {
-    const { accountId, siteId, domain, subscriptionId } = await newSubscribedSite();
-    const scanId = await startScan(siteId);
+  it('completes the scan and stores a scan.completed event with the spec body, whose first attempt a running dispatcher delivers at once', async () => {
+    const h = stage.harness;
+    const { accountId, site, subscribe } = await seedTenant(h);
+    const subscription = await subscribe('/ok');
+    const scanId = (await runSvcJson<{ id: string }>(['scans', 'start', '--site', site.id], stage.env)).id;
 
     const out = await runSvcJson<{ id: string; status: string; score: number; completedAt: string; eventId: string }>(
       ['scans', 'complete', scanId, '--score', '87.5'],
-      env,
+      stage.env,
     );
 
     expect(out).toEqual({
@@ -87,20 +93,22 @@ describe('svc scans complete', () => {
       categories: [],
       eventId: expect.stringMatching(/^evt_/),
     });
-    const scan = await db('scans').where({ id: scanId }).first();
+    const scan = await h.db('scans').where({ id: scanId }).first();
     expect(scan).toMatchObject({ status: 'completed', score: 87.5 });
     expect((scan.completed_at as Date).toISOString()).toBe(out.completedAt);
-    const event = await db('events').where({ id: out.eventId }).first('id', 'account_id', 'type', 'body');
+    const event = await h.db('events').where({ id: out.eventId }).first('id', 'account_id', 'type', 'body', 'created_at');
     expect(event).toMatchObject({ account_id: accountId, type: 'scan.completed' });
     expect(JSON.parse(event.body as string)).toEqual({
       event: 'scan.completed',
       timestamp: expect.stringMatching(ISO_8601),
-      data: { scanId, siteId, domain, score: 87.5 },
+      data: { scanId, siteId: site.id, domain: site.domain, score: 87.5 },
     });
-    const delivery = await db('deliveries').where({ event_id: out.eventId }).first('id', 'subscription_id', 'status', 'attempt_count');
-    expect(delivery).toMatchObject({ subscription_id: subscriptionId, status: 'pending', attempt_count: 0 });
-    expect(await queuedFirstAttempt(out.eventId)).toEqual({ deliveryId: delivery.id, subscriptionId, attempt: 1 });
-    expect(await queues.fanout.getJob(out.eventId)).toBeUndefined();
+    const delivery = await deliveredRow(h, out.eventId, subscription.id);
+    expect(delivery).toMatchObject({ status: 'delivered', attempt_count: 1 });
+    const received = h.receiver.requests.filter((request) => request.headers['x-service-delivery-id'] === delivery.id);
+    expect(received.map((request) => request.body.toString())).toEqual([event.body]);
+    expect(received[0]!.receivedAt - (event.created_at as Date).getTime()).toBeLessThan(PROMPT_DELIVERY_MS);
+    expect(await h.queues.fanout.getJob(out.eventId)).toBeUndefined();
   });
 
   it('stores each --category with the scan and keeps the event body as spec §6.1 has it', async () => {
@@ -190,7 +198,7 @@ describe('svc scans complete', () => {
     expect(await db('events').where({ account_id: accountId })).toHaveLength(1);
   });
 
-  it('still records the scan, its event and its delivery when Redis is away, and warns on stderr that the sweep will fan it out', async () => {
+  it('still records the scan, its event and its delivery when Redis is away, and warns of nothing: it never touches Redis', async () => {
     const { accountId, siteId, subscriptionId } = await newSubscribedSite();
     const scanId = await startScan(siteId);
     const offline = testEnv({ REDIS_URL: 'redis://127.0.0.1:1', LOG_LEVEL: 'warn' });
@@ -198,15 +206,11 @@ describe('svc scans complete', () => {
     const run = await runSvc(['scans', 'complete', scanId, '--score', '55', '--json'], offline);
 
     expect(run.code).toBe(0);
+    expect(run.stderr).toBe('');
     const out = JSON.parse(run.stdout) as { eventId: string };
     expect(out).toMatchObject({ id: scanId, status: 'completed', score: 55 });
-    expect(JSON.parse(run.stderr)).toMatchObject({
-      level: 'warn',
-      message: 'event enqueue failed; the dispatcher sweep will fan it out',
-      eventId: out.eventId,
-    });
     expect(await db('events').where({ account_id: accountId }).select('id')).toEqual([{ id: out.eventId }]);
-    // Pending in Postgres, due now: the sweep queues its first attempt once Redis is back.
+    // Pending in Postgres, due now: a dispatcher queues it from the announcement, or its sweep once overdue.
     expect(await db('deliveries').where({ event_id: out.eventId }).select('subscription_id', 'status', 'attempt_count')).toEqual([
       { subscription_id: subscriptionId, status: 'pending', attempt_count: 0 },
     ]);

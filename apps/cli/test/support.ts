@@ -1,5 +1,6 @@
-import { createDb, createSubscription, type Db, type Queues } from '@svc/core';
+import { createDb, createSubscription, type Db } from '@svc/core';
 import { seedAccount, seedSite, TEST_DATABASE_URL, TEST_REDIS_URL, uniqueTag } from '@svc/core/testing';
+import { createHarness, waitForDelivery, type DeliveryRow, type Harness } from '@svc/dispatcher/test-support';
 import { runCli } from '../src/run-cli.js';
 
 /** What one in-process `svc` run left behind. */
@@ -72,8 +73,25 @@ export async function newSubscribedSite(db: Db): Promise<{ accountId: string; si
   return { ...site, subscriptionId: subscription.id };
 }
 
-/** The data of the first-attempt job a producer queued for the event's one delivery (ADR 13). */
-export async function queuedFirstAttempt(db: Db, queues: Pick<Queues, 'delivery'>, eventId: string): Promise<unknown> {
-  const delivery = await db('deliveries').where({ event_id: eventId }).first('id');
-  return delivery ? (await queues.delivery.getJob(`${delivery.id as string}-1`))?.data : undefined;
+/**
+ * A running dispatcher on a database of its own, with an HTTPS receiver (the dispatcher's test
+ * harness), and the environment `svc` runs with against it. Its sweep runs once at start and then
+ * only every minute: a delivery that arrives within seconds of a command was queued from the
+ * command's announcement (docs/adr/0015), never by the sweep.
+ */
+export async function openDeliveryStage(): Promise<{ harness: Harness; env: Record<string, string> }> {
+  const harness = await createHarness({ DISPATCHER_SWEEP_INTERVAL_MS: '60000' });
+  harness.startDispatcher();
+  return { harness, env: testEnv({ DATABASE_URL: harness.config.databaseUrl, QUEUE_PREFIX: harness.config.queuePrefix }) };
+}
+
+/**
+ * A first attempt is "prompt" when it is received well before the sweep would even consider it
+ * lost (2 s overdue): it came from the announcement.
+ */
+export const PROMPT_DELIVERY_MS = 2_000;
+
+/** Polls until the event's delivery to the subscription is delivered (or the wait times out), then returns its row. */
+export async function deliveredRow(harness: Harness, eventId: string, subscriptionId: string): Promise<DeliveryRow> {
+  return waitForDelivery(harness, eventId, subscriptionId, (row) => row.status !== 'pending', 'the first attempt to be made', 10_000);
 }

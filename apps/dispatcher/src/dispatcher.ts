@@ -12,6 +12,7 @@ import {
   type Logger,
   type PurgeResult,
 } from '@svc/core';
+import { AnnouncementListener } from './announcements/announcement-listener.js';
 import { checkReadiness, type Readiness } from './health/dispatcher-health.js';
 import { DispatcherMetrics } from './metrics/dispatcher-metrics.js';
 import { RetentionPurger } from './sweeps/retention-purger.js';
@@ -31,6 +32,7 @@ const FANOUT_CONCURRENCY = 32;
 export interface DispatcherDeps {
   config: Pick<
     Config,
+    | 'databaseUrl'
     | 'redisUrl'
     | 'redisSentinels'
     | 'redisSentinelName'
@@ -130,6 +132,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
     worker.on('error', (error) => logger.warn('worker error', { queue: worker.name, error: error.message }));
   }
   const sweeper = new Sweeper({ db, queues, logger, webhookTimeoutMs: config.webhookTimeoutMs, metrics }, config.sweepIntervalMs);
+  const announcements = new AnnouncementListener({ databaseUrl: config.databaseUrl, queues, prefix: config.queuePrefix, logger });
   const retention = new RetentionPurger({ db, logger, retentionDays: config.deliveryRetentionDays, metrics });
 
   let stopped: Promise<void> | undefined;
@@ -143,17 +146,21 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
       void fanoutWorker.run();
       void deliveryWorker.run();
       sweeper.start();
+      announcements.start();
       retention.start();
       logger.info('dispatcher started', { concurrency: config.dispatcherConcurrency, prefix: config.queuePrefix });
     },
     stop() {
       stopped ??= (async () => {
+        // Deaf at once; its connection closes beside the rest, so stopping takes no longer than before.
+        const announcementsClosed = announcements.stop();
         await Promise.all([sweeper.stop(), retention.stop()]);
         await Promise.all([fanoutWorker.close(), deliveryWorker.close()]);
         await queues.close();
         client.close();
         producerRedis.disconnect();
         workerRedis.disconnect();
+        await announcementsClosed;
         logger.info('dispatcher stopped');
       })();
       return stopped;

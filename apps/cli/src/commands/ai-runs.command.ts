@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { completeAiMonitorRun } from '@svc/core';
 import { collectNamedScore, parseScore, parseText } from '../options/option-parsers.js';
 import { addLeafCommand, type CommandKit } from './command-kit.js';
 
@@ -19,8 +20,7 @@ export function registerAiRunsCommands(program: Command, kit: CommandKit): void 
           .option('--engine <id=score>', 'an engine’s score; repeat for each engine (at most 20)', collectNamedScore),
     },
     async ({ options, resources }) => {
-      const { completeAiMonitorRun } = await resources.redisCommands();
-      const { run, eventId } = await completeAiMonitorRun(await resources.producerDeps(), {
+      const { run, eventId } = await completeAiMonitorRun(resources.producerDeps(), {
         siteId: options.site,
         compositeScore: options.score,
         engines: (options.engine ?? []).map((entry) => ({ engine: entry.name, score: entry.score })),

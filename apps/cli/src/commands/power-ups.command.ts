@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { deployPowerUp } from '@svc/core';
 import { parseText } from '../options/option-parsers.js';
 import { addLeafCommand, type CommandKit } from './command-kit.js';
 
@@ -18,8 +19,7 @@ export function registerPowerUpsCommands(program: Command, kit: CommandKit): voi
           .requiredOption('--power-up <powerUpId>', 'the Power-Up deployed', parseText),
     },
     async ({ options, resources }) => {
-      const { deployPowerUp } = await resources.redisCommands();
-      const { deployment, eventId } = await deployPowerUp(await resources.producerDeps(), {
+      const { deployment, eventId } = await deployPowerUp(resources.producerDeps(), {
         siteId: options.site,
         powerUpId: options.powerUp,
       });

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { markScanFailed, startScan } from '@svc/core';
+import { completeScan, markScanFailed, startScan } from '@svc/core';
 import { isoDate } from '../output/command-result.js';
 import { collectNamedScore, parseScore, parseText } from '../options/option-parsers.js';
 import { addLeafCommand, type CommandKit } from './command-kit.js';
@@ -41,8 +41,7 @@ export function registerScansCommands(program: Command, kit: CommandKit): void {
           .option('--category <name=score>', 'a category’s score; repeat for each category (at most 20)', collectNamedScore),
     },
     async ({ args, options, resources }) => {
-      const { completeScan } = await resources.redisCommands();
-      const { scan, eventId } = await completeScan(await resources.producerDeps(), {
+      const { scan, eventId } = await completeScan(resources.producerDeps(), {
         scanId: args[0] as string,
         score: options.score,
         categories: options.category ?? [],
