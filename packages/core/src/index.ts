@@ -41,6 +41,7 @@ export * from './signing/signature.js';
 export * from './signing/signature-headers.js';
 export * from './queues/queues.js';
 export * from './queues/enqueue-after-commit.js';
+export * from './queues/jobs-announcement.js';
 export * from './metrics/metrics-server.js';
 export * from './metrics/process-registry.js';
 export * from './deliveries/delivery-stats.repository.js';

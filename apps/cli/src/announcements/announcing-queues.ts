@@ -1,4 +1,4 @@
-import type { Db, DeliveryJob, FanoutJob, Queues } from '@svc/core';
+import { JOBS_ANNOUNCED_CHANNEL, type Db, type DeliveryJob, type FanoutJob, type JobsAnnouncement, type Queues } from '@svc/core';
 
 /**
  * How `svc` hands a committed event to the dispatchers without Redis (docs/adr/0015): instead of
@@ -12,19 +12,6 @@ import type { Db, DeliveryJob, FanoutJob, Queues } from '@svc/core';
  * sweep queues the overdue first attempts, or fans out the event still unfanned, as it does when
  * Redis lost a job.
  */
-
-/** The channel dispatchers LISTEN on; the same name is in apps/dispatcher/src/announcements/jobs-announcement.ts. */
-export const JOBS_ANNOUNCED_CHANNEL = 'svc_jobs_announced';
-
-/**
- * One notification's payload, as JSON: the queue prefix the jobs belong in (a dispatcher of
- * another prefix ignores them) and the jobs, as the producer would have queued them.
- */
-export interface JobsAnnouncement {
-  prefix: string;
-  fanout?: FanoutJob[];
-  deliveries?: DeliveryJob[];
-}
 
 /** Deliveries per notification: 40 × ~120 bytes (about 4.9 KB) stays well under Postgres's 8,000-byte payload limit. */
 const DELIVERIES_PER_NOTIFICATION = 40;

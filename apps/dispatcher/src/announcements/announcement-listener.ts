@@ -1,6 +1,14 @@
 import pg from 'pg';
-import { enqueueAfterCommit, enqueueDeliveries, enqueueFanout, type Logger, type Queues } from '@svc/core';
-import { JOBS_ANNOUNCED_CHANNEL, parseJobsAnnouncement, type JobsAnnouncement } from './jobs-announcement.js';
+import {
+  enqueueAfterCommit,
+  enqueueDeliveries,
+  enqueueFanout,
+  JOBS_ANNOUNCED_CHANNEL,
+  parseJobsAnnouncement,
+  type Logger,
+  type ParsedJobsAnnouncement,
+  type Queues,
+} from '@svc/core';
 
 const RECONNECT_DELAY_MS = 1_000;
 /** TCP keep-alive probes start after this much silence (the OS then notices a dead peer). */
@@ -94,7 +102,7 @@ export class AnnouncementListener {
   }
 }
 
-async function queueAnnounced(queues: Pick<Queues, 'fanout' | 'delivery'>, announcement: JobsAnnouncement): Promise<void> {
+async function queueAnnounced(queues: Pick<Queues, 'fanout' | 'delivery'>, announcement: ParsedJobsAnnouncement): Promise<void> {
   await Promise.all([
     enqueueDeliveries(queues, announcement.deliveries.map((job) => ({ ...job, delayMs: 0 }))),
     ...announcement.fanout.map((job) => enqueueFanout(queues, job.eventId)),

@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { parseJobsAnnouncement } from '../src/announcements/jobs-announcement.js';
+import { parseJobsAnnouncement } from '../src/queues/jobs-announcement.js';
 
 describe('a jobs announcement (docs/adr/0015)', () => {
   it('names the queue prefix and the jobs, and nothing else is taken from it', () => {

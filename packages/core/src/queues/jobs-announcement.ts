@@ -1,27 +1,33 @@
-import type { DeliveryJob, FanoutJob } from '@svc/core';
+import { MAX_ATTEMPTS } from '../deliveries/delivery-limits.js';
+import type { DeliveryJob, FanoutJob } from './queues.js';
 
 /**
  * What a producer that does not load BullMQ (`svc`, apps/cli/src/announcements/announcing-queues.ts)
  * sends instead of its jobs: a Postgres NOTIFY on this channel, after its commit, whose payload
- * is the JSON of a JobsAnnouncement. See docs/adr/0015.
+ * is the JSON of a JobsAnnouncement; dispatchers LISTEN (apps/dispatcher/src/announcements/).
+ * Both sides take the channel, the shape and its parser from here. See docs/adr/0015.
  */
 export const JOBS_ANNOUNCED_CHANNEL = 'svc_jobs_announced';
 
-/** The jobs the producer would have queued, and the queue prefix they belong in. */
+/**
+ * One notification's payload, as JSON: the queue prefix the jobs belong in (a dispatcher of
+ * another prefix ignores them) and the jobs, as the producer would have queued them.
+ */
 export interface JobsAnnouncement {
   prefix: string;
-  fanout: FanoutJob[];
-  deliveries: DeliveryJob[];
+  fanout?: FanoutJob[];
+  deliveries?: DeliveryJob[];
 }
 
-const MAX_ATTEMPT = 7;
+/** An announcement as a dispatcher reads it: both lists present, only the jobs' own fields. */
+export type ParsedJobsAnnouncement = Required<JobsAnnouncement>;
 
 /**
  * The announcement in a payload, or undefined for one that is not (malformed JSON, wrong
  * shapes). Only ids and attempt numbers are taken from it: a job names rows, and the claim
  * checks every row against Postgres as for any other job.
  */
-export function parseJobsAnnouncement(payload: string): JobsAnnouncement | undefined {
+export function parseJobsAnnouncement(payload: string): ParsedJobsAnnouncement | undefined {
   let value: unknown;
   try {
     value = JSON.parse(payload);
@@ -57,6 +63,6 @@ function isDeliveryJob(value: unknown): value is DeliveryJob {
     value.subscriptionId !== '' &&
     Number.isInteger(value.attempt) &&
     (value.attempt as number) >= 1 &&
-    (value.attempt as number) <= MAX_ATTEMPT
+    (value.attempt as number) <= MAX_ATTEMPTS
   );
 }
