@@ -107,7 +107,7 @@ export async function listSubscriptionsAsShown(db: DbOrTx, accountId: string): P
  * by Postgres as the JSON text of the API's listed subscription (spec §4.3), keys in the API's
  * order, with JSON.stringify's bytes. Written by concatenation, not row_to_json: row_to_json looks
  * up every column's type in the catalog again on every row and builds a row value for it, which
- * made this list cost Postgres ~30 % more than the same rows as columns (docs/benchmarks.md, issue
+ * made this list cost Postgres ~17 % more than the same rows as columns (docs/benchmarks.md, issue
  * 13, webhooks list). Only the values that can hold any text go through a JSON writer: the id and
  * the url through to_json, the events through array_to_json (the same escapes as row_to_json);
  * the times are to_char's digits, failure_count an integer, and status one of the three words its
