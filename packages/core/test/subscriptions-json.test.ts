@@ -41,6 +41,33 @@ describe('listSubscriptionsAsJson (each listed subscription written by Postgres)
     expect(JSON.parse(`[${json.join(',')}]`).map((sub: { id: string }) => sub.id)).toEqual([made[2]!.id, made[1]!.id, made[0]!.id]);
   });
 
+  it('writes times on a whole second with their .000, a time never delivered as null, and events needing escapes as JSON.stringify does', async () => {
+    const { accountId } = await seedAccount(db);
+    const awkward = ['quote"d', 'back\\slash', 'new\nline\ttab', 'control\u0001\u001f', 'ünï ☃ 😀', '</script>', 'del\u007f'];
+    const onTheSecond = await createSubscription(db, accountId, { url: 'https://hooks.example.com/"q"\\', events: awkward });
+    const never = await createSubscription(db, accountId, { url: 'https://hooks.example.com/never', events: ['*'] });
+    await db('webhook_subscriptions')
+      .where({ id: onTheSecond.id })
+      .update({ created_at: new Date('2026-01-02T03:04:05.000Z'), last_delivery_at: new Date('2026-11-23T00:00:00.000Z'), failure_count: 2_147_483_647, status: 'disabled' });
+    await db('webhook_subscriptions').where({ id: never.id }).update({ created_at: new Date('2026-01-01T00:00:00.010Z') });
+
+    const json = await listSubscriptionsAsJson(db, accountId);
+
+    expect(json).toEqual([
+      JSON.stringify({
+        id: onTheSecond.id,
+        url: 'https://hooks.example.com/"q"\\',
+        events: awkward,
+        createdAt: new Date('2026-01-02T03:04:05.000Z').toISOString(),
+        lastDeliveryAt: new Date('2026-11-23T00:00:00.000Z').toISOString(),
+        failureCount: 2_147_483_647,
+        status: 'disabled',
+      }),
+      JSON.stringify({ id: never.id, url: 'https://hooks.example.com/never', events: ['*'], createdAt: '2026-01-01T00:00:00.010Z', lastDeliveryAt: null, failureCount: 0, status: 'active' }),
+    ]);
+    expect(json).toEqual((await listSubscriptionsAsShown(db, accountId)).map(presented));
+  });
+
   it('lists nothing for an account without subscriptions', async () => {
     const { accountId } = await seedAccount(db);
     expect(await listSubscriptionsAsJson(db, accountId)).toEqual([]);

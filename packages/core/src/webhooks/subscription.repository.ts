@@ -103,20 +103,40 @@ export async function listSubscriptionsAsShown(db: DbOrTx, accountId: string): P
 }
 
 /**
- * The same list as LIST_SUBSCRIPTIONS_SQL (same rows, order, index walk and NULL-bound LIMIT),
- * each row written by Postgres as the JSON text of the API's listed subscription (spec §4.3),
- * keys in the API's order: row_to_json writes compact JSON with JSON.stringify's escapes. The
- * LATERAL only names the columns; the planner folds it into the scan.
+ * The same list as LIST_SUBSCRIPTIONS_SQL (same rows and order, same index walk), each row written
+ * by Postgres as the JSON text of the API's listed subscription (spec §4.3), keys in the API's
+ * order, with JSON.stringify's bytes. Written by concatenation, not row_to_json: row_to_json looks
+ * up every column's type in the catalog again on every row and builds a row value for it, which
+ * made this list cost Postgres ~17 % more than the same rows as columns (docs/benchmarks.md, issue
+ * 13, webhooks list). Only the values that can hold any text go through a JSON writer: the id and
+ * the url through to_json, the events through array_to_json (the same escapes as row_to_json);
+ * the times are to_char's digits, failure_count an integer, and status one of the three words its
+ * CHECK constraint allows, so they are written as they are.
+ *
+ * Both LIMITs take the second parameter (the outer one names it `$2`: one value, bound to NULL,
+ * which is LIMIT ALL: every subscription is listed). They are
+ * there for the planner: the generic plan of the prepared statement, which cannot see the NULL,
+ * counts 10 % of the account's rows per LIMIT, so with two it costs far less than any custom plan
+ * and Postgres keeps it (an ordered walk of webhook_subscriptions_account_idx, planned once per
+ * connection) instead of planning every execution again. With one LIMIT the margin depended on
+ * the statistics: with the bench's accounts it was a fraction of a cost unit, and the same list as
+ * columns was re-planned on every execution there (ADR 16, webhooks-list-plan.test).
  */
-export const LIST_SUBSCRIPTIONS_JSON_SQL = `SELECT row_to_json(w)::text AS json
-     FROM webhook_subscriptions s
-     CROSS JOIN LATERAL (
-       SELECT s.id, s.url, array_to_json(s.events) AS events, ${isoUtc('s.created_at')} AS "createdAt",
-              ${isoUtc('s.last_delivery_at')} AS "lastDeliveryAt", s.failure_count AS "failureCount", s.status
-     ) w
-    WHERE s.account_id = ? AND s.status IN ('active', 'disabled')
-    ORDER BY s.created_at DESC, s.id DESC
-    LIMIT ?`;
+export const LIST_SUBSCRIPTIONS_JSON_SQL = `SELECT q.json FROM (
+       SELECT '{"id":' || to_json(s.id)::text || ',"url":' || to_json(s.url)::text
+              || ',"events":' || array_to_json(s.events)::text
+              || ',"createdAt":"' || ${isoUtc('s.created_at')}
+              || '","lastDeliveryAt":' || COALESCE('"' || ${isoUtc('s.last_delivery_at')} || '"', 'null')
+              || ',"failureCount":' || s.failure_count::text
+              || ',"status":"' || s.status || '"}' AS json,
+              s.created_at, s.id
+         FROM webhook_subscriptions s
+        WHERE s.account_id = ? AND s.status IN ('active', 'disabled')
+        ORDER BY s.created_at DESC, s.id DESC
+        LIMIT ?
+     ) q
+    ORDER BY q.created_at DESC, q.id DESC
+    LIMIT $2`;
 
 const LIST_SUBSCRIPTIONS_JSON = hotRead('svc_list_subscriptions_json', LIST_SUBSCRIPTIONS_JSON_SQL);
 
