@@ -38,8 +38,8 @@ describe('the webhooks list statement the API runs, among many accounts of very 
       for (let i = 0; i < 10; i++) await listSubscriptionsAsJson(tx, accountId);
       const stats = await tx.raw("SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = 'svc_list_subscriptions_json'");
       await tx.raw('SET LOCAL plan_cache_mode = force_generic_plan');
-      await tx.raw(`PREPARE webhooks_list_plan_probe AS ${LIST_SUBSCRIPTIONS_JSON_SQL.replace('?', '$1').replace('?', '$2')}`);
-      const explained = await tx.raw(`EXPLAIN EXECUTE webhooks_list_plan_probe('${accountId}', NULL)`);
+      await tx.raw(`PREPARE webhooks_list_plan_probe AS ${LIST_SUBSCRIPTIONS_JSON_SQL.replace('?', '$1').replace('?', '$2').replace('?', '$3')}`);
+      const explained = await tx.raw(`EXPLAIN EXECUTE webhooks_list_plan_probe('${accountId}', NULL, NULL)`);
       await tx.raw('DEALLOCATE webhooks_list_plan_probe');
       return {
         plans: stats.rows[0] as { generic_plans: string; custom_plans: string },

@@ -45,7 +45,8 @@ async function genericPlanOf(sql: string): Promise<string> {
     await tx.raw('SET LOCAL plan_cache_mode = force_generic_plan');
     await tx.raw(`PREPARE webhooks_list_plan_probe AS ${text}`);
     try {
-      const result = await tx.raw(`EXPLAIN EXECUTE webhooks_list_plan_probe('${accountId}', NULL)`);
+      // The account, then NULL for each LIMIT (LIMIT ALL).
+      const result = await tx.raw(`EXPLAIN EXECUTE webhooks_list_plan_probe('${accountId}'${', NULL'.repeat(n - 1)})`);
       return (result.rows as Array<{ 'QUERY PLAN': string }>).map((row) => row['QUERY PLAN']).join('\n');
     } finally {
       await tx.raw('DEALLOCATE webhooks_list_plan_probe');

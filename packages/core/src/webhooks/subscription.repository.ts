@@ -113,8 +113,7 @@ export async function listSubscriptionsAsShown(db: DbOrTx, accountId: string): P
  * the times are to_char's digits, failure_count an integer, and status one of the three words its
  * CHECK constraint allows, so they are written as they are.
  *
- * Both LIMITs take the second parameter (the outer one names it `$2`: one value, bound to NULL,
- * which is LIMIT ALL: every subscription is listed). They are
+ * Both LIMITs are bound to NULL, which is LIMIT ALL: every subscription is listed. They are
  * there for the planner: the generic plan of the prepared statement, which cannot see the NULL,
  * counts 10 % of the account's rows per LIMIT, so with two it costs far less than any custom plan
  * and Postgres keeps it (an ordered walk of webhook_subscriptions_account_idx, planned once per
@@ -136,7 +135,7 @@ export const LIST_SUBSCRIPTIONS_JSON_SQL = `SELECT q.json FROM (
         LIMIT ?
      ) q
     ORDER BY q.created_at DESC, q.id DESC
-    LIMIT $2`;
+    LIMIT ?`;
 
 const LIST_SUBSCRIPTIONS_JSON = hotRead('svc_list_subscriptions_json', LIST_SUBSCRIPTIONS_JSON_SQL);
 
@@ -146,7 +145,7 @@ const LIST_SUBSCRIPTIONS_JSON = hotRead('svc_list_subscriptions_json', LIST_SUBS
  * objects only to stringify them again.
  */
 export async function listSubscriptionsAsJson(db: DbOrTx, accountId: string): Promise<string[]> {
-  const rows = await runHotRead<{ json: string }>(db, LIST_SUBSCRIPTIONS_JSON, [accountId, null]);
+  const rows = await runHotRead<{ json: string }>(db, LIST_SUBSCRIPTIONS_JSON, [accountId, null, null]);
   return rows.map((row) => row.json);
 }
 
