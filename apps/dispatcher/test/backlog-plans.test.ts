@@ -7,8 +7,9 @@ import { createHarness, seedTenant, type Harness } from './support/harness.js';
  * holds, not what the backlog holds. Statistics taken while few deliveries were pending (an
  * ANALYZE in a quiet moment), then a backlog of pending deliveries: each statement still finds
  * its rows by key, never by scanning the pending ones (deliveries_due_idx, deliveries_one_pending_idx).
- * (The backlog belongs to another subscription: the claim may still walk the pending deliveries of
- * the subscriptions in its own batch, bounded by what one subscription has waiting.)
+ * The claim's UPDATE reads each attempt's delivery by primary key, never the deliveries of a
+ * subscription: statistics from a moment when every subscription had a few deliveries, then one
+ * subscription with a long history, must not make a claim batch walk that history.
  */
 const BACKLOG = 20_000;
 
@@ -30,10 +31,11 @@ function literal(tx: Db, value: unknown): string {
 let statements = 0;
 
 /**
- * The generic plan (the one a prepared statement keeps once it has run five times) of the last
- * statement `run` sends, run and rolled back inside `tx`.
+ * The plan of the last statement `run` sends, run and rolled back inside `tx`: the generic plan
+ * (the one a prepared statement keeps once it has run five times), or the custom plan (values
+ * known, as the dispatcher's pool plans every execution: createDispatcherDb).
  */
-async function planOf(tx: Db, run: () => Promise<unknown>): Promise<string> {
+async function planOf(tx: Db, run: () => Promise<unknown>, mode: 'generic' | 'custom' = 'generic'): Promise<string> {
   const sent: Array<{ sql: string; bindings: unknown[] }> = [];
   const listener = (query: { sql: string; bindings: unknown[] }) => sent.push(query);
   h.db.on('query', listener);
@@ -47,10 +49,25 @@ async function planOf(tx: Db, run: () => Promise<unknown>): Promise<string> {
   const statement = sent.filter((query) => !/SAVEPOINT/.test(query.sql)).at(-1)!;
   const name = `backlog_plan_${(statements += 1)}`;
   await tx.raw(`PREPARE ${name} AS ${statement.sql}`);
-  await tx.raw('SET LOCAL plan_cache_mode = force_generic_plan');
+  await tx.raw(`SET LOCAL plan_cache_mode = force_${mode}_plan`);
   const result = await tx.raw(`EXPLAIN EXECUTE ${name}(${statement.bindings.map((value) => literal(tx, value)).join(', ')})`);
   await tx.raw(`DEALLOCATE ${name}`);
   return (result.rows as Array<{ 'QUERY PLAN': string }>).map((row) => row['QUERY PLAN']).join('\n');
+}
+
+/**
+ * Private copies of the delivery tables (same columns and indexes) shadow the shared ones in
+ * `tx`, so their statistics can be those of a quiet moment whatever other tests do.
+ */
+async function shadowTables(tx: Db): Promise<void> {
+  await tx.raw('SET LOCAL search_path = pg_temp, public');
+  for (const table of ['events', 'deliveries', 'delivery_attempts', 'webhook_subscriptions']) {
+    await tx.raw(`CREATE TEMP TABLE ${table} (LIKE public.${table} INCLUDING DEFAULTS INCLUDING CONSTRAINTS) ON COMMIT DROP`);
+    const indexes = await tx.raw('SELECT indexdef FROM pg_indexes WHERE schemaname = ? AND tablename = ?', ['public', table]);
+    for (const { indexdef } of indexes.rows as Array<{ indexdef: string }>) {
+      await tx.raw(indexdef.replace(` ON public.${table} `, ` ON pg_temp.${table} `));
+    }
+  }
 }
 
 describe(`claims, records and fan-outs beside ${BACKLOG} pending deliveries the statistics do not know of`, () => {
@@ -60,17 +77,8 @@ describe(`claims, records and fan-outs beside ${BACKLOG} pending deliveries the 
     const down = await tenant.subscribe('/ok/backlog-plans-down');
     const tx = await h.db.transaction();
     try {
-      // Private copies of the tables (same columns and indexes) shadow the shared ones in this
-      // transaction, so their statistics can be those of a quiet moment whatever other tests do:
       // 20,000 finished deliveries, none pending, then ANALYZE.
-      await tx.raw('SET LOCAL search_path = pg_temp, public');
-      for (const table of ['events', 'deliveries', 'delivery_attempts', 'webhook_subscriptions']) {
-        await tx.raw(`CREATE TEMP TABLE ${table} (LIKE public.${table} INCLUDING DEFAULTS INCLUDING CONSTRAINTS) ON COMMIT DROP`);
-        const indexes = await tx.raw('SELECT indexdef FROM pg_indexes WHERE schemaname = ? AND tablename = ?', ['public', table]);
-        for (const { indexdef } of indexes.rows as Array<{ indexdef: string }>) {
-          await tx.raw(indexdef.replace(` ON public.${table} `, ` ON pg_temp.${table} `));
-        }
-      }
+      await shadowTables(tx as unknown as Db);
       await tx.raw('INSERT INTO pg_temp.webhook_subscriptions SELECT * FROM public.webhook_subscriptions WHERE id = ANY(?)', [[sub.id, down.id]]);
       await tx.raw(
         `INSERT INTO pg_temp.deliveries (id, event_id, subscription_id, status, attempt_count, finished_at)
@@ -110,10 +118,55 @@ describe(`claims, records and fan-outs beside ${BACKLOG} pending deliveries the 
         expect(text).not.toMatch(/deliveries_due_idx|deliveries_one_pending_idx|Seq Scan on deliveries/);
         expect(text).toMatch(/on deliveries/);
       }
-      expect(plans.claim).toMatch(/Index Scan using (deliveries_pkey|deliveries_subscription_status_log_idx) on deliveries d_1/);
+      expect(plans.claim).toMatch(/Index Scan using deliveries_pkey on deliveries d_1/);
       expect(plans.claim).toMatch(/Index Scan using deliveries_pkey on deliveries d_2/);
       expect(plans.record).toMatch(/Index Scan using deliveries_pkey on deliveries d\b/);
       expect(plans.fanOut).toMatch(/Index Scan using deliveries_first_delivery_idx on deliveries d\b/);
+    } finally {
+      await tx.rollback();
+    }
+  });
+});
+
+describe('a claim batch of a subscription whose history grew after the statistics were taken', () => {
+  it('reads its attempts by key, not the history (custom plan, as the dispatcher runs it)', async () => {
+    const tenant = await seedTenant(h);
+    const sub = await tenant.subscribe('/ok/backlog-plans-history');
+    const tx = (await h.db.transaction()) as unknown as Db & { rollback(): Promise<void> };
+    try {
+      // Statistics of a young service: 500 subscriptions with 2 deliveries each.
+      await shadowTables(tx);
+      await tx.raw('INSERT INTO pg_temp.webhook_subscriptions SELECT * FROM public.webhook_subscriptions WHERE id = ?', [sub.id]);
+      await tx.raw(
+        `INSERT INTO pg_temp.deliveries (id, event_id, subscription_id, status, attempt_count, finished_at)
+         SELECT 'dlv_young_' || g, 'evt_young_' || g, 'wh_young_' || (g % 500), 'delivered', 1, now() FROM generate_series(1, 1000) g`,
+      );
+      await tx.raw('ANALYZE pg_temp.deliveries, pg_temp.events, pg_temp.webhook_subscriptions');
+      // Then this subscription delivers 5,000 events, and 20 more are due.
+      await tx.raw(
+        `INSERT INTO pg_temp.deliveries (id, event_id, subscription_id, status, attempt_count, finished_at)
+         SELECT 'dlv_hist_' || g, 'evt_hist_' || g, ?::text, 'delivered', 1, now() FROM generate_series(1, 5000) g`,
+        [sub.id],
+      );
+      const due = Array.from({ length: 20 }, () => ({ id: newId('dlv'), eventId: newId('evt') }));
+      await tx.raw(
+        `INSERT INTO pg_temp.events (id, account_id, type, body, fanned_out_at)
+         SELECT e, ?::text, 'scan.completed', '{}', now() FROM unnest(?::text[]) AS e`,
+        [tenant.accountId, due.map((d) => d.eventId)],
+      );
+      await tx.raw(
+        `INSERT INTO pg_temp.deliveries (id, event_id, subscription_id, status, attempt_count, next_attempt_at)
+         SELECT r.id, r.event_id, ?::text, 'pending', 0, now() - interval '1 second' FROM unnest(?::text[], ?::text[]) AS r(id, event_id)`,
+        [sub.id, due.map((d) => d.id), due.map((d) => d.eventId)],
+      );
+
+      const plan = await planOf(tx, () => claimAttempts(tx, due.map((d) => ({ deliveryId: d.id, attempt: 1 })), 30_000), 'custom');
+
+      expect(plan).toMatch(/Index Scan using deliveries_pkey on deliveries d_1/);
+      expect(plan).not.toMatch(/deliveries_subscription_(status_)?log_idx/);
+      // And the claim itself still claims all 20.
+      const claimed = await claimAttempts(tx, due.map((d) => ({ deliveryId: d.id, attempt: 1 })), 30_000);
+      expect(claimed.filter((c) => c.claimed)).toHaveLength(20);
     } finally {
       await tx.rollback();
     }
