@@ -6,6 +6,7 @@ export * from './ids.js';
 export * from './redis.js';
 export * from './db/knex.js';
 export * from './db/migrate.js';
+export * from './db/pg-listener.js';
 export * from './accounts/account.repository.js';
 export * from './sites/domain.js';
 export * from './sites/site.repository.js';
