@@ -559,8 +559,9 @@ function buildReport(results, machine, mode) {
       rps: { target: '≥ 0.80× baseline', met: atLeast(0.8) },
       p99: { target: '≤ 1.25× baseline', met: ({ ratio }) => ratio.median <= 1.25 },
     });
-    pair('list', 'GET /api/v1/sites');
-    pair('webhooks', 'GET /api/v1/webhooks');
+    // Issue 13's table asks ≥ 0.8× of the baseline for the detail, the list and the webhooks list each.
+    pair('list', 'GET /api/v1/sites', { rps: { target: '≥ 0.80× baseline', met: atLeast(0.8) } });
+    pair('webhooks', 'GET /api/v1/webhooks', { rps: { target: '≥ 0.80× baseline', met: atLeast(0.8) } });
     pair('history', 'GET /api/v1/sites/{id}/scans, pages of 100 of 10,000 scans', { rps: { target: '≥ 0.80× baseline', met: atLeast(0.8) } });
     for (const [key, list] of Object.entries(a)) {
       for (const m of list) {
