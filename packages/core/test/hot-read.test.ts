@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, it } from '@jest/globals';
 import { createDb, getSiteDetail, listSites, listSubscriptions, createSubscription, NotFoundError } from '../src/index.js';
-import { hotRead, runHotRead } from '../src/db/hot-read.js';
+import { hotRead, isoFromJsonUtc, isoUtc, jsonUtc, runHotRead } from '../src/db/hot-read.js';
 import { seedAccount, seedSite, TEST_DATABASE_URL } from '../src/testing/index.js';
 
 // A pool of two connections: a hot read that kept its connection would starve the next ones.
@@ -57,5 +57,42 @@ describe('hot reads (named statements straight on a pooled pg connection)', () =
 
     await expect(getSiteDetail(db, other.accountId, site.id)).rejects.toBeInstanceOf(NotFoundError);
     expect(db.client.pool.numUsed()).toBe(0);
+  });
+});
+
+describe('times as JSON text from Postgres (jsonUtc), completed in the API (isoFromJsonUtc)', () => {
+  it('give exactly the text to_char gives, for every fraction length and whatever the DateStyle', async () => {
+    const fixed = [
+      '2026-11-23 11:21:08+00',
+      '2026-11-23 11:21:08.2+00',
+      '2026-11-23 11:21:08.23+00',
+      '2026-11-23 11:21:08.236+00',
+      '2026-11-23 11:21:08.2301+00',
+      '2026-11-23 11:21:08.99999+00',
+      '2026-12-31 23:59:59.999999+00',
+      '2026-03-29 01:30:00.5+02',
+      '0001-01-01 00:00:00+00',
+      '9999-12-31 23:59:59.999+00',
+    ];
+    // And 500 random instants with microseconds, 1970–2100.
+    const random = Array.from({ length: 500 }, () => new Date(Math.floor(Math.random() * 4_102_444_800_000)).toISOString().replace('Z', `${String(Math.floor(Math.random() * 1000)).padStart(3, '0')}+00`));
+    const rows = await db.transaction(async (tx) => {
+      await tx.raw(`SET LOCAL DateStyle = 'SQL, DMY'`);
+      const result = await tx.raw(`SELECT ${jsonUtc('t')} AS json, ${isoUtc('t')} AS iso FROM unnest(?::timestamptz[]) AS t`, [[...fixed, ...random]]);
+      return result.rows as Array<{ json: string; iso: string }>;
+    });
+
+    expect(rows).toHaveLength(fixed.length + random.length);
+    const mismatches = rows.filter((row) => isoFromJsonUtc(row.json) !== row.iso);
+    expect(mismatches).toEqual([]);
+    expect(isoFromJsonUtc(rows[3]!.json)).toBe('2026-11-23T11:21:08.236Z');
+    expect(isoFromJsonUtc(rows[7]!.json)).toBe('2026-03-28T23:30:00.500Z');
+  });
+
+  it('take the general path for a year of five digits, still as to_char writes it', async () => {
+    const { rows } = await db.raw(`SELECT ${jsonUtc('t')} AS json, ${isoUtc('t')} AS iso FROM unnest(?::timestamptz[]) AS t`, [['10000-01-01 00:00:00.5+00', '12345-06-07 08:09:10+00']]);
+
+    for (const row of rows as Array<{ json: string; iso: string }>) expect(isoFromJsonUtc(row.json)).toBe(row.iso);
+    expect(() => isoFromJsonUtc('"not a time"')).toThrow(/not a time as jsonUtc writes one/);
   });
 });

@@ -20,6 +20,31 @@ export interface HotRead {
  */
 export const isoUtc = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
 
+/**
+ * SQL giving a timestamptz column as the text of its JSON form in UTC, quotes included:
+ * `"2026-11-23T11:21:08.23"` (the fraction without trailing zeros, absent when zero; whatever the
+ * session's DateStyle). isoFromJsonUtc makes it the text isoUtc gives. For reads with hundreds of
+ * times per request (a score history page has 200): to_char interprets its picture for every
+ * value, 0.4–0.65 µs each on the bench machine against 0.15 µs for to_json (120,000 values,
+ * `SELECT sum(length(…)) FROM scans`), and the few string operations here cost less than that.
+ */
+export const jsonUtc = (column: string) => `to_json(${column} AT TIME ZONE 'UTC')::text`;
+
+/**
+ * The text isoUtc (to_char) gives, from a jsonUtc value: milliseconds (truncated, as to_char's MS
+ * is) and `Z`. A year of five digits (never written by this service) takes the general path.
+ */
+export function isoFromJsonUtc(text: string): string {
+  // `"YYYY-MM-DDTHH:MM:SS"` is 21 characters with its quotes; a fraction of 1–6 digits follows a '.'.
+  if (text.length === 21 && text.charCodeAt(11) === 84 /* T */) return `${text.slice(1, 20)}.000Z`;
+  if (text.length >= 23 && text.length <= 28 && text.charCodeAt(11) === 84 && text.charCodeAt(20) === 46 /* . */) {
+    return `${text.slice(1, 21)}${text.slice(21, Math.min(24, text.length - 1)).padEnd(3, '0')}Z`;
+  }
+  const general = /^"(.*T\d\d:\d\d:\d\d)(?:\.(\d{1,6}))?"$/.exec(text);
+  if (!general) throw new Error(`not a time as jsonUtc writes one: ${text.slice(0, 40)}`);
+  return `${general[1]}.${(general[2] ?? '').slice(0, 3).padEnd(3, '0')}Z`;
+}
+
 export function hotRead(name: string, sql: string): HotRead {
   let n = 0;
   return { name, sql, pgText: sql.replace(/\?/g, () => `$${++n}`) };
