@@ -576,6 +576,14 @@ function buildReport(results, machine, mode) {
       for (const m of list) for (const [k, v] of Object.entries(m.cpuMsPerRequest ?? {})) sum[k] = (sum[k] ?? 0) + v / list.length;
       return Object.entries(sum).sort((x, y) => y[1] - x[1]).map(([k, v]) => `${k} ${v.toFixed(2)}`).join(', ');
     };
+    // On a shared VM the hypervisor's steal moves from one 10 s measurement to the next; a ratio
+    // whose two sides saw different steal measured the neighbours as much as the service.
+    const stealOf = (list) => list.map((m) => (m.steal === undefined ? '?' : `${Math.round(m.steal * 100)} %`)).join(' / ');
+    const stealLine = ['detail', 'list', 'webhooks', 'history']
+      .filter((id) => runsOf(`${id}:svc`).length)
+      .map((id) => `${id} ${stealOf(runsOf(`${id}:svc`))} (service) against ${stealOf(runsOf(`${id}:base`))} (baseline)`)
+      .join('; ');
+    if (stealLine) notes.push(`Case 1: CPU stolen by the hypervisor during each measurement (share of the machine's cores, runs in order): ${stealLine}.`);
     for (const id of ['detail', 'list', 'webhooks', 'history']) {
       if (runsOf(`${id}:svc`).length && runsOf(`${id}:svc`)[0].cpuMsPerRequest) {
         notes.push(`Case 1, ${id}: CPU ms per request (mean over runs; "server" is the API or the baseline process, "loadgen" is autocannon; postgres and redis count every backend on the machine) — service: ${cpuLine(runsOf(`${id}:svc`))}; baseline: ${cpuLine(runsOf(`${id}:base`))}.`);
@@ -622,7 +630,7 @@ function buildReport(results, machine, mode) {
     }
     notes.push(
       `Case 2: ${P.throughputN} events through deployPowerUp / completeAiMonitorRun / completeScan (${P.publishConcurrency} at a time) spread over ${P.tpAccounts} accounts with one subscription each (so the per-subscription cap of 10 never binds); DISPATCHER_CONCURRENCY=${DISPATCHER_CONCURRENCY} (default); the got loop posts the same bodies, signed, ${DISPATCHER_CONCURRENCY} at a time over a keep-alive agent. Publishing took ${t.map((m) => (m.svc.publishMs / 1000).toFixed(1)).join(' / ')} s of the service's ${t.map((m) => (m.svc.elapsedMs / 1000).toFixed(1)).join(' / ')} s.`,
-      `Case 2, CPU ms per delivery (run 1, from /proc; postgres = the bench database's backends and Postgres's background processes, other databases apart as postgres-other; redis is one process shared with the machine) — service: ${formatCpu(t[0].svc.cpuMs, P.throughputN)}; got loop: ${formatCpu(t[0].baseline.cpuMs, P.throughputN)}. Postgres transactions committed per delivery (publisher + dispatcher): ${t.map((m) => m.svc.pgCommitsPerDelivery.toFixed(2)).join(' / ')}.`,
+      `Case 2, CPU ms per delivery (run 1, from /proc; postgres = the bench database's backends and Postgres's background processes, other databases apart as postgres-other; redis is one process shared with the machine) — service: ${formatCpu(t[0].svc.cpuMs, P.throughputN)}; got loop: ${formatCpu(t[0].baseline.cpuMs, P.throughputN)}. Postgres transactions committed per delivery (publisher + dispatcher): ${t.map((m) => m.svc.pgCommitsPerDelivery.toFixed(2)).join(' / ')}. Cores stolen by the hypervisor meanwhile (of ${machine.nproc}): ${t.map((m) => m.svc.machine.stealCores.toFixed(2)).join(' / ')}.`,
     );
   }
 

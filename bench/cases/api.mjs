@@ -2,9 +2,10 @@
 // scans), measured with autocannon, interleaved run by run so that service and baseline share the
 // machine's moods.
 import { randomBytes } from 'node:crypto';
+import { availableParallelism } from 'node:os';
 import autocannon from 'autocannon';
 import { encodeHistoryCursor } from '../../apps/api/dist/src/scans/history-cursor.js';
-import { cpuDelta, cpuSnapshot } from '../lib/cpu.mjs';
+import { cpuDelta, cpuSnapshot, machineSnapshot, stealShare } from '../lib/cpu.mjs';
 import { KeyPool } from '../lib/fixtures.mjs';
 import { Samples } from '../lib/stats.mjs';
 
@@ -35,6 +36,7 @@ function cycle(items) {
 export async function load({ base, connections, durationS, nextPath, pool, pids = {} }) {
   const samples = new Samples(1 << 16);
   const cpu0 = cpuSnapshot(pids);
+  const machine0 = machineSnapshot();
   const statusCodes = {};
   const hotBefore = pool.hot;
   const instance = autocannon({
@@ -58,6 +60,7 @@ export async function load({ base, connections, durationS, nextPath, pool, pids 
   });
   const result = await instance;
   const cpuMs = cpuDelta(cpu0, cpuSnapshot(pids));
+  const steal = stealShare(machine0, machineSnapshot(), availableParallelism());
   const latency = samples.describe();
   return {
     reqPerSec: result['2xx'] / result.duration,
@@ -72,6 +75,8 @@ export async function load({ base, connections, durationS, nextPath, pool, pids 
     durationS: result.duration,
     statusCodes,
     hotKeys: pool.hot - hotBefore,
+    /** The share of the machine's CPU the hypervisor took for other guests meanwhile (0–1). */
+    steal,
     /** CPU ms per answered request, per process group (postgres/redis: every backend on the machine). */
     cpuMsPerRequest: Object.fromEntries(Object.entries(cpuMs).filter(([k]) => k !== 'wallMs').map(([k, v]) => [k, v / Math.max(1, result['2xx'])])),
   };

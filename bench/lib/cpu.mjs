@@ -80,13 +80,22 @@ export function formatCpu(delta, per = 1, unit = '') {
 export function machineSnapshot() {
   const [, ...fields] = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/);
   const [user, nice, system, idle, iowait, irq, softirq, steal] = fields.map(Number);
-  const busy = user + nice + system + irq + softirq + steal;
-  return { at: performance.now(), busyMs: busy * TICK_MS, idleMs: (idle + iowait) * TICK_MS };
+  // Steal is CPU the hypervisor gave to other guests, not work of any process here: apart.
+  const busy = user + nice + system + irq + softirq;
+  return { at: performance.now(), busyMs: busy * TICK_MS, idleMs: (idle + iowait) * TICK_MS, stealMs: steal * TICK_MS };
+}
+
+/**
+ * The share of the machine's CPU time the hypervisor gave to others between two snapshots
+ * (`steal` in /proc/stat, over wall time × cores): on a shared VM, what no process of ours could use.
+ */
+export function stealShare(before, after, cores) {
+  return (after.stealMs - before.stealMs) / ((after.at - before.at) * cores);
 }
 
 /** Between two machine snapshots: busy CPU ms, the wall ms, and the cores kept busy on average. */
 export function machineDelta(before, after) {
   const wallMs = after.at - before.at;
   const busyMs = after.busyMs - before.busyMs;
-  return { wallMs, busyMs, busyCores: busyMs / wallMs };
+  return { wallMs, busyMs, busyCores: busyMs / wallMs, stealCores: (after.stealMs - before.stealMs) / wallMs };
 }
