@@ -1,18 +1,15 @@
 import { Router } from 'express';
-import { getSiteDetailAsJson, listSitesAsShown, type Db, type ShownSiteSummary } from '@svc/core';
+import { getSiteDetailAsJson, listSitesAsJson, type Db } from '@svc/core';
 import { authOf, requireScope } from '../auth/authenticate.js';
 import { sendJsonText } from '../http/json-text.js';
 import { requireIdShape } from '../http/path-params.js';
 
-function presentShownSummary(site: ShownSiteSummary) {
-  return { id: site.id, domain: site.domain, name: site.name, status: site.status, createdAt: site.createdAt };
-}
-
 /** Spec §4.1, §4.2. */
 export function sitesRoutes(deps: { db: Db }, router: Router = Router()): Router {
   router.get('/sites', requireScope('read:sites'), async (_req, res) => {
-    const sites = await listSitesAsShown(deps.db, authOf(res).accountId);
-    res.json({ data: { sites: sites.map(presentShownSummary) } });
+    // Each site comes as JSON text from Postgres (listSitesAsJson): no presenter here.
+    const sites = await listSitesAsJson(deps.db, authOf(res).accountId);
+    sendJsonText(res, `{"data":{"sites":[${sites.join(',')}]}}`);
   });
   router.get(
     '/sites/:siteId',

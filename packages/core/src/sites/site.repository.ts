@@ -90,6 +90,30 @@ export async function listSitesAsShown(db: DbOrTx, accountId: string, limit = SI
   return rows.map((row) => ({ id: row.id, domain: row.domain, name: row.name, status: row.status, createdAt: row.created_iso }));
 }
 
+const LIST_SITES_JSON = hotRead(
+  'svc_list_sites_json',
+  // The same read as LIST_SITES, each site written as the API lists it (spec §4.1; keys in the
+  // presenter's order; to_json escapes as JSON.stringify does; a site without a name is null).
+  `SELECT '{"id":' || to_json(id)::text || ',"domain":' || to_json(domain)::text
+          || ',"name":' || COALESCE(to_json(name)::text, 'null') || ',"status":' || to_json(status)::text
+          || ',"createdAt":"' || ${isoUtc('created_at')} || '"}' AS json
+     FROM sites
+    WHERE account_id = ?
+    ORDER BY created_at DESC, id DESC
+    LIMIT ?`,
+);
+
+/**
+ * The newest sites of one account, most recently added first (spec §4.1), each as the JSON text
+ * the API lists: the API joins them instead of parsing five columns per row into objects only to
+ * stringify them again (as for the detail and the webhooks list, ADR 16; bench case 1: the list's
+ * API process spent 0.42 ms per request against 0.35–0.37 for those two).
+ */
+export async function listSitesAsJson(db: DbOrTx, accountId: string, limit = SITES_LIST_LIMIT): Promise<string[]> {
+  const rows = await runHotRead<{ json: string }>(db, LIST_SITES_JSON, [accountId, limit]);
+  return rows.map((row) => row.json);
+}
+
 /** The newest sites of one account, most recently added first (spec §4.1). */
 export async function listSites(db: DbOrTx, accountId: string, limit = SITES_LIST_LIMIT): Promise<SiteSummary[]> {
   const shown = await listSitesAsShown(db, accountId, limit);
