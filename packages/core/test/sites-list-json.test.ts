@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, it } from '@jest/globals';
-import { createDb, listSitesAsJson, listSitesAsShown, type ShownSiteSummary } from '../src/index.js';
+import { createDb, listSites, listSitesAsJson } from '../src/index.js';
 import { seedAccount, seedSite, TEST_DATABASE_URL } from '../src/testing/index.js';
 
 const db = createDb(TEST_DATABASE_URL, { poolMax: 2 });
@@ -7,9 +7,10 @@ afterAll(async () => {
   await db.destroy();
 });
 
-/** A listed site exactly as the API presented it before Postgres wrote it (spec §4.1). */
-function presented(site: ShownSiteSummary): string {
-  return JSON.stringify({ id: site.id, domain: site.domain, name: site.name, status: site.status, createdAt: site.createdAt });
+/** The account's sites as the API presented them before Postgres wrote them (spec §4.1), newest first, from the rows themselves. */
+async function presented(accountId: string): Promise<string[]> {
+  const rows = await db('sites').where({ account_id: accountId }).orderBy([{ column: 'created_at', order: 'desc' }, { column: 'id', order: 'desc' }]);
+  return rows.map((row) => JSON.stringify({ id: row.id, domain: row.domain, name: row.name, status: row.status, createdAt: (row.created_at as Date).toISOString() }));
 }
 
 describe('listSitesAsJson (each listed site written by Postgres)', () => {
@@ -26,14 +27,16 @@ describe('listSitesAsJson (each listed site written by Postgres)', () => {
     await db('sites').where({ id: made[2]!.id }).update({ status: 'inactive' });
 
     const json = await listSitesAsJson(db, accountId);
-    const shown = await listSitesAsShown(db, accountId);
 
     expect(json).toHaveLength(names.length);
-    expect(json).toEqual(shown.map(presented));
+    expect(json).toEqual(await presented(accountId));
     const parsed = JSON.parse(`[${json.join(',')}]`) as Array<{ id: string; name: string | null; createdAt: string }>;
     expect(parsed.find((site) => site.id === made[0]!.id)?.name).toBeNull();
     expect(parsed.find((site) => site.id === made[1]!.id)?.createdAt).toBe('2026-01-02T03:04:05.000Z');
-    expect(parsed.map((site) => site.id)).not.toContain(undefined);
+    // listSites reads the same text back into objects.
+    const objects = await listSites(db, accountId);
+    expect(objects.map((site) => site.id)).toEqual(parsed.map((site) => site.id));
+    expect(objects.find((site) => site.id === made[1]!.id)?.createdAt).toEqual(new Date('2026-01-02T03:04:05.000Z'));
   });
 
   it('answers no rows for an account without sites, and at most `limit` otherwise', async () => {

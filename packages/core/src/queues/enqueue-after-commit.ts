@@ -1,16 +1,16 @@
-
 /** Work committed to Postgres never waits longer than this on Redis: the sweep has it anyway. */
 export const ENQUEUE_TIMEOUT_MS = 2_000;
+
+/** Where a failed enqueue is reported (a winston logger is one). */
+export interface EnqueueFailureLog {
+  warn(message: string, meta: Record<string, unknown>): unknown;
+}
 
 /**
  * After a commit, hands the job to Redis. If Redis is away or slow the row is already safe in
  * Postgres and the dispatcher's sweep queues it later, so this never fails the caller: it
  * waits at most ENQUEUE_TIMEOUT_MS and logs `failureMessage` with `context` otherwise.
  */
-/** Where a failed enqueue is reported (a winston logger is one). */
-export interface EnqueueFailureLog {
-  warn(message: string, meta: Record<string, unknown>): unknown;
-}
 
 export async function enqueueAfterCommit(
   enqueue: () => Promise<unknown>,

@@ -66,34 +66,11 @@ export async function createSite(
   return toSummary(row as SiteRow);
 }
 
-const LIST_SITES = hotRead(
-  'svc_list_sites',
-  // Served by sites_account_created_idx in order: only `limit` index entries are read, never sorted.
-  `SELECT id, domain, name, status, ${isoUtc('created_at')} AS created_iso FROM sites
-    WHERE account_id = ?
-    ORDER BY created_at DESC, id DESC
-    LIMIT ?`,
-);
-
-/** A site as the API lists it: its time already in the ISO 8601 text the API shows. */
-export interface ShownSiteSummary {
-  id: string;
-  domain: string;
-  name: string | null;
-  status: SiteStatus;
-  createdAt: string;
-}
-
-/** The newest sites of one account, most recently added first (spec §4.1), times as ISO text. */
-export async function listSitesAsShown(db: DbOrTx, accountId: string, limit = SITES_LIST_LIMIT): Promise<ShownSiteSummary[]> {
-  const rows = await runHotRead<Omit<SiteRow, 'created_at'> & { created_iso: string }>(db, LIST_SITES, [accountId, limit]);
-  return rows.map((row) => ({ id: row.id, domain: row.domain, name: row.name, status: row.status, createdAt: row.created_iso }));
-}
-
 const LIST_SITES_JSON = hotRead(
   'svc_list_sites_json',
-  // The same read as LIST_SITES, each site written as the API lists it (spec §4.1; keys in the
-  // presenter's order; to_json escapes as JSON.stringify does; a site without a name is null).
+  // Served by sites_account_created_idx in order: only `limit` index entries are read, never sorted.
+  // Each site is written as the API lists it (spec §4.1: id, domain, name, status, createdAt;
+  // to_json escapes as JSON.stringify does; a site without a name is null).
   `SELECT '{"id":' || to_json(id)::text || ',"domain":' || to_json(domain)::text
           || ',"name":' || COALESCE(to_json(name)::text, 'null') || ',"status":' || to_json(status)::text
           || ',"createdAt":"' || ${isoUtc('created_at')} || '"}' AS json
@@ -114,10 +91,13 @@ export async function listSitesAsJson(db: DbOrTx, accountId: string, limit = SIT
   return rows.map((row) => row.json);
 }
 
-/** The newest sites of one account, most recently added first (spec §4.1). */
+/** The newest sites of one account, most recently added first (spec §4.1), as objects. */
 export async function listSites(db: DbOrTx, accountId: string, limit = SITES_LIST_LIMIT): Promise<SiteSummary[]> {
-  const shown = await listSitesAsShown(db, accountId, limit);
-  return shown.map((site) => ({ ...site, createdAt: new Date(site.createdAt) }));
+  const listed = await listSitesAsJson(db, accountId, limit);
+  return listed.map((json) => {
+    const site = JSON.parse(json) as Omit<SiteSummary, 'createdAt'> & { createdAt: string };
+    return { ...site, createdAt: new Date(site.createdAt) };
+  });
 }
 
 const SITE_DETAIL = hotRead(
