@@ -79,7 +79,7 @@ describe('Many requests with one uncached key at once', () => {
       await waitFor(() => unknownKeyCache.currentGeneration() > before);
       const lookups: string[] = [];
       const onQuery = (query: { sql: string }) => {
-        if (/from "api_keys"/i.test(query.sql) && /^select/i.test(query.sql)) lookups.push(query.sql);
+        if (/from "?api_keys"?/i.test(query.sql) && /^select/i.test(query.sql)) lookups.push(query.sql);
       };
       api.db.on('query', onQuery);
       const statuses = await Promise.all(

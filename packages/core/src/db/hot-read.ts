@@ -2,8 +2,9 @@ import type { QueryResultRow } from 'pg';
 import type { DbOrTx } from './knex.js';
 
 /**
- * A read that runs on every request of a hot API endpoint: constant SQL with `?` placeholders
- * and a statement name (a named prepared statement per connection, parsed and planned once).
+ * A statement that runs on every request of a hot API endpoint (a read), or on every key the API
+ * meets (the key lookup and its lastUsedAt touch): constant SQL with `?` placeholders and a
+ * statement name (a named prepared statement per connection, parsed and planned once).
  */
 export interface HotRead {
   name: string;
@@ -59,8 +60,8 @@ interface PgConnection {
  * Runs a hot read straight on a connection of the knex pool, without knex's query runner: for a
  * one-statement read, the runner's bookkeeping (query object, events, binding rewrite, promise
  * chain) cost as much API CPU as pg's own work (bench profile of GET /sites and /webhooks,
- * docs/benchmarks.md). Same pool, same connections and limits; inside a transaction it goes
- * through knex as usual, on the transaction's connection.
+ * docs/benchmarks.md). Same pool, same connections and limits, and the same 'query' event;
+ * inside a transaction it goes through knex as usual, on the transaction's connection.
  */
 export async function runHotRead<R extends QueryResultRow>(db: DbOrTx, read: HotRead, values: unknown[]): Promise<R[]> {
   if (db.isTransaction) {
@@ -68,6 +69,9 @@ export async function runHotRead<R extends QueryResultRow>(db: DbOrTx, read: Hot
     return result.rows;
   }
   const connection = (await db.client.acquireConnection()) as PgConnection;
+  // Seen by knex's 'query' event as any statement knex sends (tests count queries with it;
+  // an operator's query log would too): one object and one listener call per statement.
+  db.client.emit('query', { method: 'raw', sql: read.sql, bindings: values, options: { name: read.name } });
   try {
     const result = await connection.query<R>({ name: read.name, text: read.pgText, values });
     return result.rows;
