@@ -16,6 +16,19 @@ describe('hot reads (named statements straight on a pooled pg connection)', () =
     expect(read.sql).toBe('SELECT ? AS a, ? AS b WHERE ? IS NOT NULL');
   });
 
+  it('is seen by knex\'s query event as any statement knex sends (tests that count queries rely on it)', async () => {
+    const seen: Array<{ sql: string; bindings: unknown[]; options?: { name?: string } }> = [];
+    const listener = (query: { sql: string; bindings: unknown[]; options?: { name?: string } }) => seen.push(query);
+    db.on('query', listener);
+    try {
+      await runHotRead(db, hotRead('svc_test_seen', 'SELECT ?::int AS x'), [7]);
+    } finally {
+      db.off('query', listener);
+    }
+
+    expect(seen).toEqual([{ method: 'raw', sql: 'SELECT ?::int AS x', bindings: [7], options: { name: 'svc_test_seen' } }]);
+  });
+
   it('serves many more reads than the pool has connections, concurrently, and gives every connection back', async () => {
     const { accountId } = await seedAccount(db);
     const site = await seedSite(db, accountId, { name: 'Hot' });

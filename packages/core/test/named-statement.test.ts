@@ -31,6 +31,19 @@ describe('named statements (a producer’s one statement, bound by name, convert
     expect(direct).toEqual(viaKnex);
   });
 
+  it('is seen by knex\'s query event as any statement knex sends', async () => {
+    const seen: Array<{ sql: string; bindings: unknown[] }> = [];
+    const listener = (query: { sql: string; bindings: unknown[] }) => seen.push(query);
+    db.on('query', listener);
+    try {
+      await runNamedStatement(db, 'svc_test_named_seen', 'SELECT :x::int AS x', { x: 3 });
+    } finally {
+      db.off('query', listener);
+    }
+
+    expect(seen).toEqual([{ method: 'raw', sql: 'SELECT :x::int AS x', bindings: [3], options: { name: 'svc_test_named_seen' } }]);
+  });
+
   it('refuses another SQL text under a name already used, and an undefined binding, before sending anything', async () => {
     await runNamedStatement(db, 'svc_test_named_once', 'SELECT :x::int AS x', { x: 1 });
 

@@ -47,7 +47,7 @@ interface PgConnection {
 
 /**
  * Runs `sql` with its named bindings as the prepared statement `name`, straight on a connection of
- * the knex pool (same pool, connections and limits; see runHotRead). Inside a transaction it goes
+ * the knex pool (same pool, connections and limits, the same 'query' event; see runHotRead). Inside a transaction it goes
  * through knex as usual, on the transaction's connection. Every call with a name must pass the
  * same SQL text (checked: pg would otherwise run the statement it prepared first) and the same
  * binding names.
@@ -76,6 +76,8 @@ export async function runNamedStatement<R extends QueryResultRow>(
     return value;
   });
   const connection = (await db.client.acquireConnection()) as PgConnection;
+  // knex's 'query' event, as for any statement knex sends (see runHotRead).
+  db.client.emit('query', { method: 'raw', sql, bindings: values, options: { name } });
   try {
     const result = await connection.query<R>({ name, text: statement.text, values });
     return result.rows;
