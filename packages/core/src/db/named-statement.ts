@@ -47,10 +47,10 @@ interface PgConnection {
 
 /**
  * Runs `sql` with its named bindings as the prepared statement `name`, straight on a connection of
- * the knex pool (same pool, connections and limits, the same 'query' event; see runHotRead). Inside a transaction it goes
- * through knex as usual, on the transaction's connection. Every call with a name must pass the
- * same SQL text (checked: pg would otherwise run the statement it prepared first) and the same
- * binding names.
+ * the knex pool (same pool, connections and limits, the same 'query' event; see runHotRead).
+ * Inside a transaction it goes through knex as usual, on the transaction's connection. Every call
+ * with a name must pass the same SQL text (checked: pg would otherwise run the statement it
+ * prepared first) and the same binding names.
  */
 export async function runNamedStatement<R extends QueryResultRow>(
   db: DbOrTx,

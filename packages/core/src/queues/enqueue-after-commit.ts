@@ -11,7 +11,6 @@ export interface EnqueueFailureLog {
  * Postgres and the dispatcher's sweep queues it later, so this never fails the caller: it
  * waits at most ENQUEUE_TIMEOUT_MS and logs `failureMessage` with `context` otherwise.
  */
-
 export async function enqueueAfterCommit(
   enqueue: () => Promise<unknown>,
   logger: EnqueueFailureLog | undefined,

@@ -49,7 +49,6 @@ interface HistoryRow {
   completed_at: string | null;
 }
 
-
 /**
  * The statement for each combination of filters. Each is its own named prepared statement with
  * plain conditions, so that a generic plan still turns `since` and the cursor into index bounds:
