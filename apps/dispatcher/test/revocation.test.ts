@@ -23,6 +23,10 @@ describe('revoking a subscription', () => {
     await completeAiMonitorRun({ db: h.db, queues: h.queues }, { siteId: tenant.site.id, compositeScore: 3 });
     await waitFor(() => h.receiver.to('/fail/revoked').length >= 1);
     const delivery = await waitFor(async () => (await h.db('deliveries').where({ subscription_id: sub.id, attempt_count: 1 }).first()) ?? false);
+    // The retry's job is queued just after the outcome commits: wait for it, so that revoking has a
+    // queued retry to cancel. (A job queued after the revocation finds no delivery and sends
+    // nothing: the canary below covers that order.)
+    await waitFor(async () => (await h.queues.delivery.getJob(deliveryJobId(delivery.id, 2))) ?? false);
 
     await revoke(tenant.accountId, sub.id);
     const sentBeforeReturn = h.receiver.to('/fail/revoked').length;
