@@ -26,7 +26,8 @@ afterAll(async () => {
 /** The Postgres backends LISTENing for announcements on the harness's database. */
 async function listeningBackends(h: Harness): Promise<number[]> {
   const result = await h.db.raw<{ rows: Array<{ pid: number }> }>(
-    "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND query = 'LISTEN svc_jobs_announced'",
+    // By the connection's name: its `query` column shows the last statement, LISTEN or a check's SELECT 1.
+    "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'svc dispatcher jobs announcements'",
   );
   return result.rows.map((row) => row.pid);
 }

@@ -29,12 +29,16 @@ export interface AnnouncementListenerDeps {
  * simply not heard, and the sweep queues the first attempts once they are overdue, or fans out the
  * event still unfanned, as it does for a job Redis lost (docs/operations.md gives the delay).
  */
+/** The listening connection's application_name in pg_stat_activity. */
+export const ANNOUNCEMENT_LISTENER_APPLICATION_NAME = 'svc dispatcher jobs announcements';
+
 export class AnnouncementListener {
   private readonly listener: PgListener;
 
   constructor(private readonly deps: AnnouncementListenerDeps) {
     this.listener = new PgListener({
       databaseUrl: deps.databaseUrl,
+      applicationName: ANNOUNCEMENT_LISTENER_APPLICATION_NAME,
       channels: [JOBS_ANNOUNCED_CHANNEL],
       onNotification: (_channel, payload) => void this.queue(payload),
       logger: deps.logger,

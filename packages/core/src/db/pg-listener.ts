@@ -11,6 +11,11 @@ const TCP_KEEPALIVE_DELAY_MS = 10_000;
 
 export interface PgListenerOptions {
   databaseUrl: string;
+  /**
+   * The connection's application_name: what pg_stat_activity shows for it, so an operator (or a
+   * test) can tell which listener a backend is; its `query` column changes with every check.
+   */
+  applicationName: string;
   /** The channels to LISTEN on (identifiers, not user input). */
   channels: readonly string[];
   /** Each notification on one of the channels, with its payload ('' when it has none). */
@@ -63,6 +68,7 @@ export class PgListener {
     if (this.stopped) return;
     const client = new pg.Client({
       connectionString: this.options.databaseUrl,
+      application_name: this.options.applicationName,
       keepAlive: true,
       keepAliveInitialDelayMillis: TCP_KEEPALIVE_DELAY_MS,
     });

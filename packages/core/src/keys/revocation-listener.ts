@@ -31,6 +31,7 @@ export class RevocationListener {
   constructor(databaseUrl: string, events: RevocationListenerEvents, logger: Pick<Logger, 'warn' | 'info'>, options: RevocationListenerOptions = {}) {
     this.listener = new PgListener({
       databaseUrl,
+      applicationName: 'svc key revocation listener',
       channels: [KEY_REVOKED_CHANNEL, KEY_CREATED_CHANNEL],
       onNotification(channel, keyId) {
         if (!keyId) return;
