@@ -1,6 +1,7 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
 import {
   completeAiMonitorRun,
+  createDb,
   createLogger,
   deployPowerUp,
   insertEvent,
@@ -8,7 +9,7 @@ import {
   purgeExpiredHistory,
   RETENTION_LOCK_KEY,
 } from '@svc/core';
-import { scrapeSample, uniqueTag } from '@svc/core/testing';
+import { createCapturingLogger, scrapeSample, uniqueTag, waitFor } from '@svc/core/testing';
 import { DispatcherMetrics } from '../src/metrics/dispatcher-metrics.js';
 import { RetentionPurger } from '../src/sweeps/retention-purger.js';
 import { producerOf } from './support/delivery-probe.js';
@@ -234,5 +235,72 @@ describe('retention (DELIVERY_RETENTION_DAYS)', () => {
     expect(scrapeSample(text, 'svc_dispatcher_retention_purged_rows_total', { table: 'deliveries' })).toBe(3);
     expect(scrapeSample(text, 'svc_dispatcher_retention_purged_rows_total', { table: 'delivery_attempts' })).toBe(6);
     expect(scrapeSample(text, 'svc_dispatcher_retention_purged_rows_total', { table: 'events' })).toBe(4);
+  });
+});
+
+describe('the purger on its own timer (as a running dispatcher starts it)', () => {
+  const INTERVAL_MS = 100;
+  const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+  const started: RetentionPurger[] = [];
+  const purgerWith = (deps: Partial<ConstructorParameters<typeof RetentionPurger>[0]> = {}) => {
+    const purger = new RetentionPurger({ db: h.db, logger: silent, retentionDays: DAYS, metrics: new DispatcherMetrics(), ...deps }, INTERVAL_MS);
+    started.push(purger);
+    return purger;
+  };
+  // A story that fails half-way still stops its purger (stop() is idempotent).
+  afterEach(async () => {
+    await Promise.all(started.splice(0).map((purger) => purger.stop()));
+  });
+
+  it('purges expired history by itself, again at every interval, and never after stop()', async () => {
+    const purger = purgerWith();
+    const firstEvent = await eventFrom(40);
+    const first = await deliveryOf(firstEvent, 'delivered', [40]);
+
+    purger.start();
+    const firstGone = await waitFor(async () => !(await exists('deliveries', first)), 5_000, 'the first purge');
+    // Expired after the first run: only a later tick of the timer can take it.
+    const second = await deliveryOf(await eventFrom(40), 'failed', [41, 40]);
+    const secondGone = await waitFor(async () => !(await exists('deliveries', second)), 5_000, 'a purge at a later interval');
+    await purger.stop();
+    const third = await deliveryOf(await eventFrom(40), 'delivered', [40]);
+    await sleep(INTERVAL_MS * 4);
+
+    expect(firstGone).toBe(true);
+    expect(await exists('events', firstEvent)).toBe(false);
+    expect(secondGone).toBe(true);
+    expect(await attemptCount(second)).toBe(0);
+    expect(await exists('deliveries', third)).toBe(true);
+  });
+
+  it('with DELIVERY_RETENTION_DAYS=0 a started purger deletes nothing, however old', async () => {
+    const purger = purgerWith({ retentionDays: 0 });
+    const delivery = await deliveryOf(await eventFrom(4000), 'delivered', [4000]);
+
+    purger.start();
+    await sleep(INTERVAL_MS * 4);
+    await purger.stop();
+
+    expect(await exists('deliveries', delivery)).toBe(true);
+  });
+
+  it('logs a failed run once per attempt and tries again at the next interval, without throwing', async () => {
+    // A database handle whose pool is closed: every purge fails, as when Postgres is away.
+    const closed = createDb(h.config.databaseUrl, { poolMax: 1 });
+    await closed.destroy();
+    const { logger, entries } = createCapturingLogger('warn');
+    const purger = purgerWith({ db: closed, logger });
+
+    purger.start();
+    const failures = await waitFor(() => {
+      const warned = entries.filter((entry) => entry.message === 'retention purge failed; will try again');
+      return warned.length >= 2 && warned;
+    }, 5_000, 'two failed runs');
+    await purger.stop();
+    const afterStop = entries.length;
+    await sleep(INTERVAL_MS * 3);
+
+    expect(failures[0]).toMatchObject({ level: 'warn', error: expect.any(String) });
+    expect(entries.length).toBe(afterStop);
   });
 });
