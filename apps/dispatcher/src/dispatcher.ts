@@ -36,6 +36,7 @@ export interface DispatcherDeps {
     | 'redisUrl'
     | 'redisSentinels'
     | 'redisSentinelName'
+    | 'redisSentinelAuth'
     | 'queuePrefix'
     | 'webhookTimeoutMs'
     | 'webhookRetryDelaysMs'

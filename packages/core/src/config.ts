@@ -30,6 +30,11 @@ export interface Config {
   /** When set, every Redis connection finds the master through these Sentinels instead of REDIS_URL. */
   readonly redisSentinels: ReadonlyArray<{ host: string; port: number }> | undefined;
   readonly redisSentinelName: string;
+  /**
+   * What the sentinels themselves require (their `requirepass`, or an ACL user's): REDIS_SENTINEL_PASSWORD
+   * and REDIS_SENTINEL_USERNAME. Never logged; the master's credentials stay in REDIS_URL.
+   */
+  readonly redisSentinelAuth: { readonly username: string | undefined; readonly password: string } | undefined;
   /** The API's HTTP server bounds (apps/api/src/http/server.ts); docs/operations.md "Limits". */
   readonly apiHeadersTimeoutMs: number;
   readonly apiRequestTimeoutMs: number;
@@ -160,6 +165,7 @@ export function loadConfig(env: Env = process.env): Config {
     deliveryRetentionDays: parseInteger(env, 'DELIVERY_RETENTION_DAYS', 30, 0, 36_500),
     redisSentinels: parseSentinels(env),
     redisSentinelName: parseSentinelName(env),
+    redisSentinelAuth: parseSentinelAuth(env),
     ...parseApiServer(env),
   };
   return Object.freeze(config);
@@ -215,6 +221,27 @@ function parseSentinelName(env: Env): string {
     throw new ConfigError('REDIS_SENTINEL_NAME', 'must be 1-128 letters, digits, "_", "." or "-"');
   }
   return name;
+}
+
+/**
+ * REDIS_SENTINEL_PASSWORD (and REDIS_SENTINEL_USERNAME for an ACL user): taken exactly as given,
+ * spaces included, since a password may hold them. Either without REDIS_SENTINELS, or a user
+ * without a password, is a mistake the operator hears about at start, not a silent no-op. The
+ * messages never quote the values.
+ */
+function parseSentinelAuth(env: Env): Config['redisSentinelAuth'] {
+  const password = env.REDIS_SENTINEL_PASSWORD === '' ? undefined : env.REDIS_SENTINEL_PASSWORD;
+  const username = env.REDIS_SENTINEL_USERNAME === '' ? undefined : env.REDIS_SENTINEL_USERNAME;
+  if (password === undefined && username === undefined) return undefined;
+  if (read(env, 'REDIS_SENTINELS', '') === '') {
+    throw new ConfigError(password !== undefined ? 'REDIS_SENTINEL_PASSWORD' : 'REDIS_SENTINEL_USERNAME', 'is set but REDIS_SENTINELS is not: set both, or neither');
+  }
+  if (password === undefined) throw new ConfigError('REDIS_SENTINEL_USERNAME', 'needs REDIS_SENTINEL_PASSWORD too');
+  if (username !== undefined && !/^[\x21-\x7e]{1,256}$/.test(username)) {
+    throw new ConfigError('REDIS_SENTINEL_USERNAME', 'must be 1-256 printable characters without spaces');
+  }
+  if (password.length > 4096) throw new ConfigError('REDIS_SENTINEL_PASSWORD', 'must be at most 4096 characters');
+  return Object.freeze({ username, password });
 }
 
 /** For a process's main: the configuration, or one line on stderr naming the bad variable and exit 1. */

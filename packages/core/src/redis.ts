@@ -4,7 +4,7 @@ import type { Config } from './config.js';
 export { Redis };
 
 /** Where Redis is: REDIS_URL, or the master REDIS_SENTINEL_NAME as REDIS_SENTINELS report it. */
-export type RedisTarget = Pick<Config, 'redisUrl' | 'redisSentinels' | 'redisSentinelName'>;
+export type RedisTarget = Pick<Config, 'redisUrl' | 'redisSentinels' | 'redisSentinelName' | 'redisSentinelAuth'>;
 
 /**
  * A Redis connection; every process opens each of its connections here, so REDIS_SENTINELS
@@ -31,7 +31,8 @@ export function createRedis(target: RedisTarget | string, role: 'bullmq' | 'fast
  * promote; a master demoted while alive answers writes with READONLY, which reconnects too.
  * (ioredis' failoverDetector is not used: its sentinel subscriptions outlive quit() and would
  * keep a one-shot CLI process from exiting.) Credentials, database number and TLS (`rediss:`) come
- * from REDIS_URL.
+ * from REDIS_URL; the sentinels' own password (and user), if they require one, from
+ * REDIS_SENTINEL_PASSWORD (and REDIS_SENTINEL_USERNAME).
  */
 function sentinelOptions(target: RedisTarget): RedisOptions {
   if (!target.redisSentinels) return {};
@@ -43,6 +44,8 @@ function sentinelOptions(target: RedisTarget): RedisOptions {
     role: 'master',
     reconnectOnError: (error) => (error.message.startsWith('READONLY') ? 2 : false),
     sentinelRetryStrategy: (times) => Math.min(times * 200, 2_000),
+    ...(target.redisSentinelAuth ? { sentinelPassword: target.redisSentinelAuth.password } : {}),
+    ...(target.redisSentinelAuth?.username !== undefined ? { sentinelUsername: target.redisSentinelAuth.username } : {}),
     ...(url.username ? { username: decodeURIComponent(url.username) } : {}),
     ...(url.password ? { password: decodeURIComponent(url.password) } : {}),
     ...(Number.isInteger(db) && db > 0 ? { db } : {}),

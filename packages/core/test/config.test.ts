@@ -129,6 +129,7 @@ describe('loadConfig', () => {
     expect(config.deliveryRetentionDays).toBe(30);
     expect(config.redisSentinels).toBeUndefined();
     expect(config.redisSentinelName).toBe('mymaster');
+    expect(config.redisSentinelAuth).toBeUndefined();
   });
 
   it('reads METRICS_PORT (0 turns it off), DELIVERY_RETENTION_DAYS and a Sentinel list with IPv6 and names', () => {
@@ -148,5 +149,32 @@ describe('loadConfig', () => {
     ]);
     expect(config.redisSentinelName).toBe('svc-master');
     expect(Object.isFrozen(config.redisSentinels)).toBe(true);
+  });
+
+  it("takes the sentinels' password exactly as given (spaces kept) and an ACL user beside it", () => {
+    const sentinels = { REDIS_SENTINELS: 'sentinel-a:26379' };
+
+    expect(loadConfig({ ...sentinels, REDIS_SENTINEL_PASSWORD: ' pass with spaces ' }).redisSentinelAuth).toEqual({ username: undefined, password: ' pass with spaces ' });
+    expect(loadConfig({ ...sentinels, REDIS_SENTINEL_PASSWORD: 's3cret', REDIS_SENTINEL_USERNAME: 'watcher' }).redisSentinelAuth).toEqual({ username: 'watcher', password: 's3cret' });
+    expect(loadConfig({ ...sentinels, REDIS_SENTINEL_PASSWORD: '' }).redisSentinelAuth).toBeUndefined();
+  });
+
+  it.each([
+    [{ REDIS_SENTINEL_PASSWORD: 'hunter2' }, 'REDIS_SENTINEL_PASSWORD', 'REDIS_SENTINELS'],
+    [{ REDIS_SENTINEL_USERNAME: 'watcher', REDIS_SENTINEL_PASSWORD: 'hunter2' }, 'REDIS_SENTINEL_PASSWORD', 'REDIS_SENTINELS'],
+    [{ REDIS_SENTINELS: 'sentinel-a:26379', REDIS_SENTINEL_USERNAME: 'watcher' }, 'REDIS_SENTINEL_USERNAME', 'REDIS_SENTINEL_PASSWORD'],
+    [{ REDIS_SENTINELS: 'sentinel-a:26379', REDIS_SENTINEL_USERNAME: 'two words', REDIS_SENTINEL_PASSWORD: 'hunter2' }, 'REDIS_SENTINEL_USERNAME', 'spaces'],
+  ])('refuses sentinel credentials that cannot work (%p), naming the variable and never the password', (env, variable, hint) => {
+    let thrown: unknown;
+    try {
+      loadConfig(env);
+    } catch (error) {
+      thrown = error;
+    }
+
+    expect(thrown).toBeInstanceOf(ConfigError);
+    expect((thrown as ConfigError).variable).toBe(variable);
+    expect((thrown as ConfigError).message).toContain(hint);
+    expect((thrown as ConfigError).message).not.toContain('hunter2');
   });
 });

@@ -1,0 +1,145 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { completeAiMonitorRun, Redis } from '@svc/core';
+import { freePort, uniqueTag, waitFor } from '@svc/core/testing';
+import { producerOf } from './support/delivery-probe.js';
+import { createHarness, seedTenant, type Harness } from './support/harness.js';
+import { killAllOwned, killOwned, SENTINEL_MASTER_NAME, startOwned } from './support/sentinel-cluster.js';
+
+const API_MAIN = fileURLToPath(new URL('../../../api/dist/src/main.js', import.meta.url));
+const SENTINEL_PASSWORD = `sentinel pass ${uniqueTag()}`;
+const WRONG_PASSWORD = `wrong-${uniqueTag()}`;
+
+const dir = mkdtempSync(join(tmpdir(), 'svc-sentinel-auth-'));
+let masterPort: number;
+let sentinelPort: number;
+let sentinelEnv: Record<string, string>;
+let h: Harness;
+
+/** One command to a node of this test, with or without a password; the answer or the error's message. */
+async function ask(port: number, password: string | undefined, ...command: string[]): Promise<unknown> {
+  const redis = new Redis({ host: '127.0.0.1', port, password, lazyConnect: true, enableReadyCheck: false, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  redis.on('error', () => undefined);
+  try {
+    await redis.connect();
+    return await redis.call(command[0]!, ...command.slice(1));
+  } catch (error) {
+    return `error: ${(error as Error).message}`;
+  } finally {
+    redis.disconnect();
+  }
+}
+
+beforeAll(async () => {
+  masterPort = await freePort();
+  sentinelPort = await freePort();
+  startOwned('redis-server', ['--port', String(masterPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir]);
+  const conf = join(dir, 'sentinel.conf');
+  writeFileSync(
+    conf,
+    [
+      `port ${sentinelPort}`,
+      'bind 127.0.0.1',
+      `dir ${dir}`,
+      `requirepass "${SENTINEL_PASSWORD}"`,
+      `sentinel monitor ${SENTINEL_MASTER_NAME} 127.0.0.1 ${masterPort} 1`,
+      '',
+    ].join('\n'),
+  );
+  startOwned('redis-server', [conf, '--sentinel']);
+  await waitFor(
+    async () => Array.isArray(await ask(sentinelPort, SENTINEL_PASSWORD, 'SENTINEL', 'GET-MASTER-ADDR-BY-NAME', SENTINEL_MASTER_NAME)),
+    15_000,
+    'the sentinel to monitor the master',
+  );
+  sentinelEnv = { REDIS_SENTINELS: `127.0.0.1:${sentinelPort}`, REDIS_SENTINEL_NAME: SENTINEL_MASTER_NAME, REDIS_SENTINEL_PASSWORD: SENTINEL_PASSWORD };
+  // REDIS_URL points nowhere: only the sentinel, with its password, can lead anything to Redis.
+  h = await createHarness({ ...sentinelEnv, REDIS_URL: 'redis://127.0.0.1:1' });
+});
+
+afterAll(async () => {
+  try {
+    await Promise.race([h?.close(), new Promise((resolve) => setTimeout(resolve, 15_000).unref())]);
+  } finally {
+    await killAllOwned();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+async function readyz(port: number): Promise<{ status: number; body: string }> {
+  try {
+    const res = await fetch(`http://127.0.0.1:${port}/readyz`, { headers: { connection: 'close' } });
+    return { status: res.status, body: await res.text() };
+  } catch (error) {
+    return { status: 0, body: String(error) };
+  }
+}
+
+async function startApi(password: string) {
+  const port = await freePort();
+  const api = startOwned(process.execPath, [API_MAIN], {
+    PATH: process.env.PATH ?? '',
+    DATABASE_URL: h.config.databaseUrl,
+    REDIS_URL: 'redis://127.0.0.1:1',
+    ...sentinelEnv,
+    REDIS_SENTINEL_PASSWORD: password,
+    QUEUE_PREFIX: h.config.queuePrefix,
+    PORT: String(port),
+    METRICS_PORT: '0',
+    LOG_LEVEL: 'debug',
+  });
+  return { api, port };
+}
+
+describe('Redis through Sentinels that require a password (REDIS_SENTINEL_PASSWORD)', () => {
+  it('the sentinel refuses a client without the password, so the stories below need it', async () => {
+    const answer = await ask(sentinelPort, undefined, 'SENTINEL', 'GET-MASTER-ADDR-BY-NAME', SENTINEL_MASTER_NAME);
+
+    expect(String(answer)).toMatch(/NOAUTH|Authentication required/i);
+  });
+
+  it('a producer and a dispatcher find the master through it: the event is queued on the master and delivered', async () => {
+    const dispatcher = h.startDispatcher(sentinelEnv);
+    const tenant = await seedTenant(h);
+    const path = `/ok/sentinel-auth-${uniqueTag()}`;
+    await tenant.subscribe(path, ['ai_check.completed']);
+
+    const { eventId } = await completeAiMonitorRun(producerOf(h), { siteId: tenant.site.id, compositeScore: 64 });
+    const delivered = await waitFor(
+      async () => (await h.db('deliveries').where({ event_id: eventId, status: 'delivered' }).first()) as { id: string } | undefined,
+      20_000,
+      'the event to be delivered through the sentinel',
+    );
+    const queueKeysOnMaster = (await ask(masterPort, undefined, 'KEYS', `${h.config.queuePrefix}:deliver:*`)) as string[];
+    await dispatcher.stop();
+
+    expect(h.receiver.to(path).map((request) => request.headers['x-service-delivery-id'])).toEqual([delivered.id]);
+    expect(queueKeysOnMaster.length).toBeGreaterThan(0);
+  });
+
+  it('an API with the right password is ready with the shared rate limit; with a wrong one it answers 503 and never prints either password', async () => {
+    const right = await startApi(SENTINEL_PASSWORD);
+    const wrong = await startApi(WRONG_PASSWORD);
+
+    const rightReady = await waitFor(async () => {
+      const answer = await readyz(right.port);
+      return answer.status === 200 && answer;
+    }, 20_000, 'the API with the right password to be ready');
+    // Long enough for several reconnection rounds to the sentinel (200 ms, 400 ms, … at most 2 s apart).
+    await waitFor(async () => (await readyz(wrong.port)).status !== 0, 20_000, 'the API with the wrong password to listen');
+    await new Promise((resolve) => setTimeout(resolve, 3_000));
+    const wrongReady = await readyz(wrong.port);
+    await Promise.all([killOwned(right.api, 'SIGTERM'), killOwned(wrong.api, 'SIGTERM')]);
+
+    expect(JSON.parse(rightReady.body)).toMatchObject({ status: 'ready', checks: { redis: 'ok' }, rateLimiter: 'shared' });
+    expect(wrongReady.status).toBe(503);
+    expect(JSON.parse(wrongReady.body)).toMatchObject({ status: 'not_ready', checks: { redis: 'down' }, rateLimiter: 'per-process-fallback' });
+    for (const output of [right.api.output(), wrong.api.output()]) {
+      expect(output).not.toContain(SENTINEL_PASSWORD);
+      expect(output).not.toContain(WRONG_PASSWORD);
+    }
+  });
+});
