@@ -1,6 +1,16 @@
 import { describe, expect, it } from '@jest/globals';
 import { ConfigError, loadConfig } from '../src/config.js';
 
+/** What loadConfig throws for this environment (undefined if it accepts it). */
+function thrownBy(env: Record<string, string>): unknown {
+  try {
+    loadConfig(env);
+    return undefined;
+  } catch (error) {
+    return error;
+  }
+}
+
 describe('loadConfig', () => {
   it('gives the operator contract’s defaults when nothing is set, frozen', () => {
     const config = loadConfig({});
@@ -109,12 +119,7 @@ describe('loadConfig', () => {
     ['WEBHOOK_DNS_SERVERS', 'ns1.example.com'],
     ['WEBHOOK_DNS_SERVERS', '10.0.0.1:99999'],
   ])('refuses %s=%p with a ConfigError naming the variable', (variable, value) => {
-    let thrown: unknown;
-    try {
-      loadConfig({ [variable]: value });
-    } catch (error) {
-      thrown = error;
-    }
+    const thrown = thrownBy({ [variable]: value });
 
     expect(thrown).toBeInstanceOf(ConfigError);
     expect((thrown as ConfigError).variable).toBe(variable);
@@ -165,12 +170,7 @@ describe('loadConfig', () => {
     [{ REDIS_SENTINELS: 'sentinel-a:26379', REDIS_SENTINEL_USERNAME: 'watcher' }, 'REDIS_SENTINEL_USERNAME', 'REDIS_SENTINEL_PASSWORD'],
     [{ REDIS_SENTINELS: 'sentinel-a:26379', REDIS_SENTINEL_USERNAME: 'two words', REDIS_SENTINEL_PASSWORD: 'hunter2' }, 'REDIS_SENTINEL_USERNAME', 'spaces'],
   ])('refuses sentinel credentials that cannot work (%p), naming the variable and never the password', (env, variable, hint) => {
-    let thrown: unknown;
-    try {
-      loadConfig(env);
-    } catch (error) {
-      thrown = error;
-    }
+    const thrown = thrownBy(env);
 
     expect(thrown).toBeInstanceOf(ConfigError);
     expect((thrown as ConfigError).variable).toBe(variable);
