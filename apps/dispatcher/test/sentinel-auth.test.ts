@@ -3,13 +3,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { completeAiMonitorRun, Redis } from '@svc/core';
-import { freePort, uniqueTag, waitFor } from '@svc/core/testing';
+import { completeAiMonitorRun, DELIVERY_QUEUE, deliveryJobId, Redis } from '@svc/core';
+import { createCapturingLogger, freePort, uniqueTag, waitFor } from '@svc/core/testing';
 import { producerOf } from './support/delivery-probe.js';
 import { createHarness, seedTenant, type Harness } from './support/harness.js';
 import { killAllOwned, killOwned, SENTINEL_MASTER_NAME, startOwned } from './support/sentinel-cluster.js';
 
 const API_MAIN = fileURLToPath(new URL('../../../api/dist/src/main.js', import.meta.url));
+const DISPATCHER_MAIN = fileURLToPath(new URL('../src/main.js', import.meta.url));
 const SENTINEL_PASSWORD = `sentinel pass ${uniqueTag()}`;
 const WRONG_PASSWORD = `wrong-${uniqueTag()}`;
 
@@ -102,22 +103,58 @@ describe('Redis through Sentinels that require a password (REDIS_SENTINEL_PASSWO
   });
 
   it('a producer and a dispatcher find the master through it: the event is queued on the master and delivered', async () => {
-    const dispatcher = h.startDispatcher(sentinelEnv);
     const tenant = await seedTenant(h);
     const path = `/ok/sentinel-auth-${uniqueTag()}`;
     await tenant.subscribe(path, ['ai_check.completed']);
+    const producerLog = createCapturingLogger('warn');
 
-    const { eventId } = await completeAiMonitorRun(producerOf(h), { siteId: tenant.site.id, compositeScore: 64 });
-    const delivered = await waitFor(
-      async () => (await h.db('deliveries').where({ event_id: eventId, status: 'delivered' }).first()) as { id: string } | undefined,
+    // Published before any dispatcher runs: the job can only be on the master if the producer put it there.
+    const { eventId } = await completeAiMonitorRun({ ...producerOf(h), logger: producerLog.logger }, { siteId: tenant.site.id, compositeScore: 64 });
+    const { id: deliveryId } = (await h.db('deliveries').where({ event_id: eventId }).first('id')) as { id: string };
+    const jobKey = `${h.config.queuePrefix}:${DELIVERY_QUEUE}:${deliveryJobId(deliveryId, 1)}`;
+    const queuedOnMaster = await waitFor(async () => (await ask(masterPort, undefined, 'EXISTS', jobKey)) === 1, 10_000, 'the first attempt to be queued on the master');
+    // No sentinel settings passed: the harness hands the dispatcher its own, password included.
+    const dispatcher = h.startDispatcher();
+    await waitFor(
+      async () => (await h.db('deliveries').where({ event_id: eventId, status: 'delivered' }).first()) !== undefined,
       20_000,
       'the event to be delivered through the sentinel',
     );
-    const queueKeysOnMaster = (await ask(masterPort, undefined, 'KEYS', `${h.config.queuePrefix}:deliver:*`)) as string[];
     await dispatcher.stop();
+    const delivery = (await h.db('deliveries').where({ event_id: eventId }).first('id', 'status', 'attempt_count')) as { id: string; status: string; attempt_count: number };
+    const requests = h.receiver.to(path).map((request) => request.headers['x-service-delivery-id']);
 
-    expect(h.receiver.to(path).map((request) => request.headers['x-service-delivery-id'])).toEqual([delivered.id]);
-    expect(queueKeysOnMaster.length).toBeGreaterThan(0);
+    expect(producerLog.entries).toEqual([]);
+    expect(queuedOnMaster).toBe(true);
+    expect(delivery.status).toBe('delivered');
+    expect(new Set(requests)).toEqual(new Set([delivery.id]));
+    expect(requests.length).toBeLessThanOrEqual(delivery.attempt_count);
+  });
+
+  it('a dispatcher with a wrong password is not ready, says why in its log, and never logs either password', async () => {
+    // Its own process, as an operator runs it (a process that never reached Redis is ended by signal).
+    const metricsPort = await freePort();
+    const dispatcher = startOwned(process.execPath, [DISPATCHER_MAIN], {
+      PATH: process.env.PATH ?? '',
+      DATABASE_URL: h.config.databaseUrl,
+      REDIS_URL: 'redis://127.0.0.1:1',
+      ...sentinelEnv,
+      REDIS_SENTINEL_PASSWORD: WRONG_PASSWORD,
+      QUEUE_PREFIX: h.config.queuePrefix,
+      METRICS_PORT: String(metricsPort),
+      LOG_LEVEL: 'debug',
+    });
+
+    const notReady = await waitFor(async () => {
+      const answer = await readyz(metricsPort);
+      return answer.status === 503 && dispatcher.output().includes('redis connection error') && answer;
+    }, 20_000, 'the dispatcher to report Redis down and log the connection error');
+    await killOwned(dispatcher);
+
+    expect(JSON.parse(notReady.body)).toMatchObject({ status: 'not_ready', checks: { postgres: 'ok', redis: 'down' } });
+    expect(dispatcher.output()).toContain('WRONGPASS');
+    expect(dispatcher.output()).not.toContain(WRONG_PASSWORD);
+    expect(dispatcher.output()).not.toContain(SENTINEL_PASSWORD);
   });
 
   it('an API with the right password is ready with the shared rate limit; with a wrong one it answers 503 and never prints either password', async () => {
@@ -128,8 +165,9 @@ describe('Redis through Sentinels that require a password (REDIS_SENTINEL_PASSWO
       const answer = await readyz(right.port);
       return answer.status === 200 && answer;
     }, 20_000, 'the API with the right password to be ready');
-    // Long enough for several reconnection rounds to the sentinel (200 ms, 400 ms, … at most 2 s apart).
     await waitFor(async () => (await readyz(wrong.port)).status !== 0, 20_000, 'the API with the wrong password to listen');
+    // What must NOT happen (becoming ready) can only be shown by waiting: several reconnection
+    // rounds to the sentinel (200 ms, 400 ms, … at most 2 s apart).
     await new Promise((resolve) => setTimeout(resolve, 3_000));
     const wrongReady = await readyz(wrong.port);
     await Promise.all([killOwned(right.api, 'SIGTERM'), killOwned(wrong.api, 'SIGTERM')]);

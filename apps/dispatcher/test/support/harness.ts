@@ -96,8 +96,11 @@ export async function createHarness(overrides: Record<string, string> = {}): Pro
   };
 }
 
+/** The harness's own settings as environment, so a dispatcher it starts reaches the same Postgres and Redis. */
 function overridesOf(config: Config): Record<string, string> {
   return {
+    REDIS_URL: config.redisUrl,
+    ...redisSentinelOverrides(config),
     WEBHOOK_RETRY_DELAYS_MS: config.webhookRetryDelaysMs.join(','),
     WEBHOOK_TIMEOUT_MS: String(config.webhookTimeoutMs),
     DISPATCHER_SWEEP_INTERVAL_MS: String(config.sweepIntervalMs),
@@ -109,6 +112,18 @@ function overridesOf(config: Config): Record<string, string> {
     WEBHOOK_DNS_TIMEOUT_MS: String(config.webhookDnsTimeoutMs),
     WEBHOOK_DNS_TRIES: String(config.webhookDnsTries),
     WEBHOOK_DNS_SERVERS: config.webhookDnsServers.join(','),
+  };
+}
+
+/** REDIS_SENTINELS and its companions, when the harness reaches Redis through sentinels. */
+function redisSentinelOverrides(config: Config): Record<string, string> {
+  if (!config.redisSentinels) return {};
+  const auth = config.redisSentinelAuth;
+  return {
+    REDIS_SENTINELS: config.redisSentinels.map(({ host, port }) => `${host.includes(':') ? `[${host}]` : host}:${port}`).join(','),
+    REDIS_SENTINEL_NAME: config.redisSentinelName,
+    ...(auth ? { REDIS_SENTINEL_PASSWORD: auth.password } : {}),
+    ...(auth?.username !== undefined ? { REDIS_SENTINEL_USERNAME: auth.username } : {}),
   };
 }
 
