@@ -258,18 +258,19 @@ describe('the purger on its own timer (as a running dispatcher starts it)', () =
     const first = await deliveryOf(firstEvent, 'delivered', [40]);
 
     purger.start();
-    const firstGone = await waitFor(async () => !(await exists('deliveries', first)), 5_000, 'the first purge');
+    await waitFor(async () => !(await exists('deliveries', first)), 5_000, 'the first purge');
+    const afterFirstRun = { delivery: await exists('deliveries', first), event: await exists('events', firstEvent) };
     // Expired after the first run: only a later tick of the timer can take it.
     const second = await deliveryOf(await eventFrom(40), 'failed', [41, 40]);
-    const secondGone = await waitFor(async () => !(await exists('deliveries', second)), 5_000, 'a purge at a later interval');
+    await waitFor(async () => !(await exists('deliveries', second)), 5_000, 'a purge at a later interval');
+    const afterLaterRun = { delivery: await exists('deliveries', second), attempts: await attemptCount(second) };
     await purger.stop();
     const third = await deliveryOf(await eventFrom(40), 'delivered', [40]);
+    // What must NOT happen (a purge after stop) can only be shown by waiting several intervals.
     await sleep(INTERVAL_MS * 4);
 
-    expect(firstGone).toBe(true);
-    expect(await exists('events', firstEvent)).toBe(false);
-    expect(secondGone).toBe(true);
-    expect(await attemptCount(second)).toBe(0);
+    expect(afterFirstRun).toEqual({ delivery: false, event: false });
+    expect(afterLaterRun).toEqual({ delivery: false, attempts: 0 });
     expect(await exists('deliveries', third)).toBe(true);
   });
 
@@ -284,7 +285,7 @@ describe('the purger on its own timer (as a running dispatcher starts it)', () =
     expect(await exists('deliveries', delivery)).toBe(true);
   });
 
-  it('logs a failed run once per attempt and tries again at the next interval, without throwing', async () => {
+  it('logs a failed run and tries again at the next interval, without throwing', async () => {
     // A database handle whose pool is closed: every purge fails, as when Postgres is away.
     const closed = createDb(h.config.databaseUrl, { poolMax: 1 });
     await closed.destroy();

@@ -169,6 +169,7 @@ describe('loadConfig', () => {
     [{ REDIS_SENTINEL_USERNAME: 'watcher', REDIS_SENTINEL_PASSWORD: 'hunter2' }, 'REDIS_SENTINEL_PASSWORD', 'REDIS_SENTINELS'],
     [{ REDIS_SENTINELS: 'sentinel-a:26379', REDIS_SENTINEL_USERNAME: 'watcher' }, 'REDIS_SENTINEL_USERNAME', 'REDIS_SENTINEL_PASSWORD'],
     [{ REDIS_SENTINELS: 'sentinel-a:26379', REDIS_SENTINEL_USERNAME: 'two words', REDIS_SENTINEL_PASSWORD: 'hunter2' }, 'REDIS_SENTINEL_USERNAME', 'spaces'],
+    [{ REDIS_SENTINELS: 'sentinel-a:26379', REDIS_SENTINEL_PASSWORD: `hunter2${'x'.repeat(4_090)}` }, 'REDIS_SENTINEL_PASSWORD', '4096'],
   ])('refuses sentinel credentials that cannot work (%p), naming the variable and never the password', (env, variable, hint) => {
     const thrown = thrownBy(env);
 
