@@ -79,20 +79,23 @@ async function readyz(port: number): Promise<{ status: number; body: string }> {
   }
 }
 
-async function startApi(password: string) {
-  const port = await freePort();
-  const api = startOwned(process.execPath, [API_MAIN], {
+/** A service process of ours (the API or the dispatcher) that reaches Redis only through the sentinel, with this password. */
+function startService(main: string, password: string, more: Record<string, string>) {
+  return startOwned(process.execPath, [main], {
     PATH: process.env.PATH ?? '',
     DATABASE_URL: h.config.databaseUrl,
     REDIS_URL: 'redis://127.0.0.1:1',
     ...sentinelEnv,
     REDIS_SENTINEL_PASSWORD: password,
     QUEUE_PREFIX: h.config.queuePrefix,
-    PORT: String(port),
-    METRICS_PORT: '0',
     LOG_LEVEL: 'debug',
+    ...more,
   });
-  return { api, port };
+}
+
+async function startApi(password: string) {
+  const port = await freePort();
+  return { api: startService(API_MAIN, password, { PORT: String(port), METRICS_PORT: '0' }), port };
 }
 
 describe('Redis through Sentinels that require a password (REDIS_SENTINEL_PASSWORD)', () => {
@@ -134,16 +137,7 @@ describe('Redis through Sentinels that require a password (REDIS_SENTINEL_PASSWO
   it('a dispatcher with a wrong password is not ready, says why in its log, and never logs either password', async () => {
     // Its own process, as an operator runs it (a process that never reached Redis is ended by signal).
     const metricsPort = await freePort();
-    const dispatcher = startOwned(process.execPath, [DISPATCHER_MAIN], {
-      PATH: process.env.PATH ?? '',
-      DATABASE_URL: h.config.databaseUrl,
-      REDIS_URL: 'redis://127.0.0.1:1',
-      ...sentinelEnv,
-      REDIS_SENTINEL_PASSWORD: WRONG_PASSWORD,
-      QUEUE_PREFIX: h.config.queuePrefix,
-      METRICS_PORT: String(metricsPort),
-      LOG_LEVEL: 'debug',
-    });
+    const dispatcher = startService(DISPATCHER_MAIN, WRONG_PASSWORD, { METRICS_PORT: String(metricsPort) });
 
     const notReady = await waitFor(async () => {
       const answer = await readyz(metricsPort);
