@@ -4,6 +4,7 @@ import {
   createQueues,
   createRedis,
   DEFAULT_API_METRICS_PORT,
+  endIfNeverReady,
   loadConfigOrExit,
   RevocationListener,
   startMetricsServer,
@@ -67,6 +68,7 @@ async function stop(signal: string): Promise<void> {
   });
   await revocations.stop();
   await metricsServer.close();
+  await endIfNeverReady(queueRedis);
   await queues.close().catch(() => undefined);
   redis.disconnect();
   queueRedis.disconnect();

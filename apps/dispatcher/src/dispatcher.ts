@@ -3,6 +3,8 @@ import {
   ATTEMPT_LEASE_MARGIN_MS,
   createQueues,
   createRedis,
+  endIfNeverReady,
+  hasBeenReady,
   DELIVERY_QUEUE,
   FANOUT_QUEUE,
   type Config,
@@ -105,33 +107,45 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
     lockDuration: Math.max(JOB_LOCK_MS, config.webhookTimeoutMs + 5_000),
     stalledInterval: STALLED_CHECK_MS,
   };
-  const fanoutWorker = new Worker<FanoutJob>(FANOUT_QUEUE, createFanoutProcessor({ db, queues, logger }), {
-    ...workerOptions,
-    concurrency: FANOUT_CONCURRENCY,
-  });
-  const deliveryWorker = new Worker<DeliveryJob>(
-    DELIVERY_QUEUE,
-    createDeliverProcessor({
-      db,
-      queues,
-      client,
-      slots: new SubscriptionSlots(config.perSubscriptionConcurrency),
-      batches: createAttemptBatches({
-        db,
-        leaseMs: config.webhookTimeoutMs + ATTEMPT_LEASE_MARGIN_MS,
-        retryDelaysMs: config.webhookRetryDelaysMs,
-      }),
-      logger,
-      metrics,
-    }),
-    { ...workerOptions, concurrency: config.dispatcherConcurrency },
-  );
-  for (const worker of [fanoutWorker, deliveryWorker]) {
-    worker.on('failed', (job, error) => {
-      logger.warn('job failed; the sweep will re-queue it when due', { queue: worker.name, jobId: job?.id, error: error.message });
+  // The workers are made once their connection is first ready (at once, normally): a worker made on
+  // a connection that never becomes ready (sentinels unreachable or refusing the password) cannot be
+  // closed cleanly — BullMQ drops its listeners on close while its wait for that connection can still
+  // fail, an unhandled rejection that ends a graceful shutdown with exit status 1.
+  const makeWorkers = (): Array<Worker<FanoutJob> | Worker<DeliveryJob>> => {
+    const fanoutWorker = new Worker<FanoutJob>(FANOUT_QUEUE, createFanoutProcessor({ db, queues, logger }), {
+      ...workerOptions,
+      concurrency: FANOUT_CONCURRENCY,
     });
-    worker.on('error', (error) => logger.warn('worker error', { queue: worker.name, error: error.message }));
-  }
+    const deliveryWorker = new Worker<DeliveryJob>(
+      DELIVERY_QUEUE,
+      createDeliverProcessor({
+        db,
+        queues,
+        client,
+        slots: new SubscriptionSlots(config.perSubscriptionConcurrency),
+        batches: createAttemptBatches({
+          db,
+          leaseMs: config.webhookTimeoutMs + ATTEMPT_LEASE_MARGIN_MS,
+          retryDelaysMs: config.webhookRetryDelaysMs,
+        }),
+        logger,
+        metrics,
+      }),
+      { ...workerOptions, concurrency: config.dispatcherConcurrency },
+    );
+    for (const worker of [fanoutWorker, deliveryWorker]) {
+      worker.on('failed', (job, error) => {
+        logger.warn('job failed; the sweep will re-queue it when due', { queue: worker.name, jobId: job?.id, error: error.message });
+      });
+      worker.on('error', (error) => logger.warn('worker error', { queue: worker.name, error: error.message }));
+    }
+    return [fanoutWorker, deliveryWorker];
+  };
+  let workers: ReturnType<typeof makeWorkers> = [];
+  const startWorkers = () => {
+    workers = makeWorkers();
+    for (const worker of workers) void worker.run();
+  };
   const sweeper = new Sweeper({ db, queues, logger, webhookTimeoutMs: config.webhookTimeoutMs, metrics }, config.sweepIntervalMs);
   const announcements = new AnnouncementListener({ databaseUrl: config.databaseUrl, queues, prefix: config.queuePrefix, logger });
   const retention = new RetentionPurger({ db, logger, retentionDays: config.deliveryRetentionDays, metrics });
@@ -140,12 +154,12 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
   return {
     metrics,
     readiness: () =>
-      checkReadiness({ db, redis: producerRedis, workersRunning: () => fanoutWorker.isRunning() && deliveryWorker.isRunning() }),
+      checkReadiness({ db, redis: producerRedis, workersRunning: () => workers.length > 0 && workers.every((worker) => worker.isRunning()) }),
     purgeHistory: () => retention.runOnce(),
     socketCounts: () => client.socketCounts(),
     start() {
-      void fanoutWorker.run();
-      void deliveryWorker.run();
+      if (hasBeenReady(workerRedis)) startWorkers();
+      else workerRedis.once('ready', startWorkers);
       sweeper.start();
       announcements.start();
       retention.start();
@@ -156,7 +170,9 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
         // Deaf at once; its connection closes beside the rest, so stopping takes no longer than before.
         const announcementsClosed = announcements.stop();
         await Promise.all([sweeper.stop(), retention.stop()]);
-        await Promise.all([fanoutWorker.close(), deliveryWorker.close()]);
+        workerRedis.off('ready', startWorkers);
+        await Promise.all(workers.map((worker) => worker.close()));
+        await endIfNeverReady(producerRedis);
         await queues.close();
         client.close();
         producerRedis.disconnect();

@@ -135,7 +135,7 @@ describe('Redis through Sentinels that require a password (REDIS_SENTINEL_PASSWO
   });
 
   it('a dispatcher with a wrong password is not ready, says why in its log, and never logs either password', async () => {
-    // Its own process, as an operator runs it (a process that never reached Redis is ended by signal).
+    // Its own process, as an operator runs it.
     const metricsPort = await freePort();
     const dispatcher = startService(DISPATCHER_MAIN, WRONG_PASSWORD, { METRICS_PORT: String(metricsPort) });
 
@@ -143,12 +143,30 @@ describe('Redis through Sentinels that require a password (REDIS_SENTINEL_PASSWO
       const answer = await readyz(metricsPort);
       return answer.status === 503 && dispatcher.output().includes('redis connection error') && answer;
     }, 20_000, 'the dispatcher to report Redis down and log the connection error');
-    await killOwned(dispatcher);
+    await killOwned(dispatcher, 'SIGTERM');
 
     expect(JSON.parse(notReady.body)).toMatchObject({ status: 'not_ready', checks: { postgres: 'ok', redis: 'down' } });
+    // A graceful stop, though Redis was never reached: no unhandled rejection from BullMQ's closing.
+    expect({ exitCode: dispatcher.exitCode, signal: dispatcher.signalCode }).toEqual({ exitCode: 0, signal: null });
+    expect(dispatcher.output()).not.toMatch(/unhandled|uncaught/i);
     expect(dispatcher.output()).toContain('WRONGPASS');
     expect(dispatcher.output()).not.toContain(WRONG_PASSWORD);
     expect(dispatcher.output()).not.toContain(SENTINEL_PASSWORD);
+  });
+
+  it('a dispatcher that never reached Redis stops cleanly in its process: nothing rejects unheard after stop()', async () => {
+    const { logger, entries } = createCapturingLogger('warn');
+    const dispatcher = h.startDispatcher({ REDIS_SENTINEL_PASSWORD: WRONG_PASSWORD }, { logger });
+    await waitFor(() => entries.some((entry) => entry.message === 'redis connection error'), 20_000, 'the wrong password to be refused');
+
+    await dispatcher.stop();
+    // An unhandled rejection fails the story that is running: give the closed connections' waits
+    // longer than a reconnection round (200 ms to 2 s) to fail, before the story ends.
+    await new Promise((resolve) => setTimeout(resolve, 2_500));
+    const readiness = await dispatcher.readiness();
+
+    expect(readiness).toMatchObject({ status: 'not_ready', checks: { redis: 'down', workers: 'stopped' } });
+    expect(JSON.stringify(entries)).not.toContain(WRONG_PASSWORD);
   });
 
   it('an API with the right password is ready with the shared rate limit; with a wrong one it answers 503 and never prints either password', async () => {
@@ -168,6 +186,10 @@ describe('Redis through Sentinels that require a password (REDIS_SENTINEL_PASSWO
 
     expect(JSON.parse(rightReady.body)).toMatchObject({ status: 'ready', checks: { redis: 'ok' }, rateLimiter: 'shared' });
     expect(wrongReady.status).toBe(503);
+    expect([right.api, wrong.api].map((api) => ({ exitCode: api.exitCode, signal: api.signalCode }))).toEqual([
+      { exitCode: 0, signal: null },
+      { exitCode: 0, signal: null },
+    ]);
     expect(JSON.parse(wrongReady.body)).toMatchObject({ status: 'not_ready', checks: { redis: 'down' }, rateLimiter: 'per-process-fallback' });
     for (const output of [right.api.output(), wrong.api.output()]) {
       expect(output).not.toContain(SENTINEL_PASSWORD);

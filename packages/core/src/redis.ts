@@ -21,8 +21,34 @@ export function createRedis(target: RedisTarget | string, role: 'bullmq' | 'fast
     options.commandTimeout = 500;
     options.retryStrategy = (times) => Math.min(times * 200, 2_000);
   }
-  if (typeof target !== 'string' && target.redisSentinels) return new Redis(options);
-  return new Redis(typeof target === 'string' ? target : target.redisUrl, options);
+  const redis = typeof target !== 'string' && target.redisSentinels ? new Redis(options) : new Redis(typeof target === 'string' ? target : target.redisUrl, options);
+  redis.once('ready', () => everReady.add(redis));
+  return redis;
+}
+
+/** The connections createRedis made that have been ready at least once. */
+const everReady = new WeakSet<Redis>();
+
+/** True once the connection (made by createRedis) has been ready at least once. */
+export function hasBeenReady(redis: Redis): boolean {
+  return everReady.has(redis);
+}
+
+/**
+ * Ends a connection (made by createRedis) that never became ready — its sentinels unreachable or
+ * refusing the password since the process started — and waits until it has ended. BullMQ waits on
+ * such a connection for each queue on it; closing the queue first removes its listeners, and that
+ * wait then fails with none left: an unhandled rejection, which turns a graceful shutdown into exit
+ * status 1. Ended first, the failure reaches the queue's own listener. A connection that was ever
+ * ready is left alone (its queues close first, as usual).
+ */
+export async function endIfNeverReady(redis: Redis): Promise<void> {
+  if (everReady.has(redis) || redis.status === 'end') return;
+  const ended = new Promise<void>((resolve) => redis.once('end', () => resolve()));
+  redis.disconnect();
+  await ended;
+  // The waits fail on the 'end' event's turn; let their handlers run before anything is closed.
+  await new Promise((resolve) => setImmediate(resolve));
 }
 
 /**

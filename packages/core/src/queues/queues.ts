@@ -39,6 +39,9 @@ export interface Queues {
 export function createQueues(connection: ConnectionOptions, prefix: string): Queues {
   const fanout = new Queue<FanoutJob>(FANOUT_QUEUE, { connection, prefix });
   const delivery = new Queue<DeliveryJob>(DELIVERY_QUEUE, { connection, prefix });
+  // A queue's 'error' is its connection's, which the connection's creator handles (and logs);
+  // unheard, BullMQ would throw it.
+  for (const queue of [fanout, delivery]) queue.on('error', () => undefined);
   return {
     fanout,
     delivery,
