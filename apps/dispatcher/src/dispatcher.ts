@@ -110,7 +110,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
   // The workers are made once their connection is first ready (at once, normally): a worker made on
   // a connection that never becomes ready (sentinels unreachable or refusing the password) cannot be
   // closed cleanly — BullMQ drops its listeners on close while its wait for that connection can still
-  // fail, an unhandled rejection that ends a graceful shutdown with exit status 1.
+  // fail, an unhandled rejection in the process that stopped the dispatcher.
   const makeWorkers = (): Array<Worker<FanoutJob> | Worker<DeliveryJob>> => {
     const fanoutWorker = new Worker<FanoutJob>(FANOUT_QUEUE, createFanoutProcessor({ db, queues, logger }), {
       ...workerOptions,

@@ -34,19 +34,28 @@ export function hasBeenReady(redis: Redis): boolean {
   return everReady.has(redis);
 }
 
+/** The longest endIfNeverReady waits for a connection's 'end'. */
+const END_WAIT_MS = 1_000;
+
 /**
  * Ends a connection (made by createRedis) that never became ready — its sentinels unreachable or
  * refusing the password since the process started — and waits until it has ended. BullMQ waits on
  * such a connection for each queue on it; closing the queue first removes its listeners, and that
- * wait then fails with none left: an unhandled rejection, which turns a graceful shutdown into exit
- * status 1. Ended first, the failure reaches the queue's own listener. A connection that was ever
- * ready is left alone (its queues close first, as usual).
+ * wait then fails with none left: an unhandled rejection in whatever process goes on after the
+ * stop (a test's, an embedding's; a service's main exits first). Ended first, the failure reaches
+ * the queue's own listener. A connection that was ever ready is left alone (its queues close
+ * first, as usual).
  */
 export async function endIfNeverReady(redis: Redis): Promise<void> {
   if (everReady.has(redis) || redis.status === 'end') return;
-  const ended = new Promise<void>((resolve) => redis.once('end', () => resolve()));
+  let timer: NodeJS.Timeout | undefined;
+  const ended = new Promise<void>((resolve) => {
+    redis.once('end', () => resolve());
+    timer = setTimeout(resolve, END_WAIT_MS);
+  });
   redis.disconnect();
   await ended;
+  clearTimeout(timer);
   // The waits fail on the 'end' event's turn; let their handlers run before anything is closed.
   await new Promise((resolve) => setImmediate(resolve));
 }

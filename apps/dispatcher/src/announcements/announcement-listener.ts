@@ -18,6 +18,9 @@ export interface AnnouncementListenerDeps {
   logger: Pick<Logger, 'warn'>;
 }
 
+/** The listening connection's application_name in pg_stat_activity. */
+export const ANNOUNCEMENT_LISTENER_APPLICATION_NAME = 'svc dispatcher jobs announcements';
+
 /**
  * Holds one Postgres connection (outside the pool; PgListener) that LISTENs for the jobs
  * producers announce instead of queueing them (`svc`: docs/adr/0015) and queues them, as the
@@ -29,9 +32,6 @@ export interface AnnouncementListenerDeps {
  * simply not heard, and the sweep queues the first attempts once they are overdue, or fans out the
  * event still unfanned, as it does for a job Redis lost (docs/operations.md gives the delay).
  */
-/** The listening connection's application_name in pg_stat_activity. */
-export const ANNOUNCEMENT_LISTENER_APPLICATION_NAME = 'svc dispatcher jobs announcements';
-
 export class AnnouncementListener {
   private readonly listener: PgListener;
 
