@@ -35,6 +35,12 @@ const UNUSED_DRIVERS = ['mysql', 'mysql2', 'mariadb', 'mariadb/callback', 'sqlit
 // import whose bindings the bundle never uses (e.g. BullMQ's Queue where only the job-id helpers
 // of queues.ts are used, winston where no logger is built). Our own core is written that way.
 const SIDE_EFFECT_FREE = /^(@svc\/core|bullmq|ioredis|winston)(\/|$)/;
+const CORE_DIST = /[\\/]packages[\\/]core[\\/]dist[\\/]/;
+
+async function resolveSideEffectFree(b, args) {
+  const resolved = await b.resolve(args.path, { kind: args.kind, resolveDir: args.resolveDir, importer: args.importer, pluginData: { sideEffectFree: true } });
+  return resolved.errors.length ? undefined : { ...resolved, sideEffects: false };
+}
 
 // What the CLI uses of BullMQ and ioredis, reached from svc.cjs through stand-ins whose exports
 // load redis-libs.cjs on first access (esbuild reads a CommonJS module's exports lazily).
@@ -56,13 +62,38 @@ const PLUGINS = [
     },
   },
   {
+    // knex maps every dialect it knows to a require of its code; the bundle would carry all
+    // twelve (~130 KB of the 540 KB). Only postgres is ever configured, so only it is mapped.
+    name: 'knex-postgres-only',
+    setup(b) {
+      b.onLoad({ filter: /[\\/]node_modules[\\/]knex[\\/]lib[\\/]dialects[\\/]index\.js$/ }, async (args) => {
+        const source = await readFile(args.path, 'utf8');
+        const map = /const dbNameToDialectLoader = Object\.freeze\(\{[^}]*\}\);/;
+        if (!map.test(source)) return { warnings: [{ text: 'knex/lib/dialects/index.js no longer has dbNameToDialectLoader (bundle left as is)' }] };
+        return { contents: source.replace(map, "const dbNameToDialectLoader = Object.freeze({ postgres: () => require('./postgres') });"), loader: 'js' };
+      });
+    },
+  },
+  {
+    // commander requires child_process at load for its executable subcommands, which svc does
+    // not have: ~4 ms of every command's start-up compiling child_process, net and dgram. It
+    // is required when first used instead.
+    name: 'commander-child-process-on-use',
+    setup(b) {
+      b.onLoad({ filter: /[\\/]node_modules[\\/]commander[\\/]lib[\\/]command\.js$/ }, async (args) => {
+        const source = await readFile(args.path, 'utf8');
+        const eager = "const childProcess = require('node:child_process');";
+        if (!source.includes(eager)) return { warnings: [{ text: `commander/lib/command.js no longer has ${eager} (bundle left as is)` }] };
+        return { contents: source.replace(eager, "const childProcess = { spawn: (...args) => require('node:child_process').spawn(...args) };"), loader: 'js' };
+      });
+    },
+  },
+  {
     name: 'side-effect-free-packages',
     setup(b) {
-      b.onResolve({ filter: SIDE_EFFECT_FREE }, async (args) => {
-        if (args.pluginData?.sideEffectFree) return undefined;
-        const resolved = await b.resolve(args.path, { kind: args.kind, resolveDir: args.resolveDir, importer: args.importer, pluginData: { sideEffectFree: true } });
-        return resolved.errors.length ? undefined : { ...resolved, sideEffects: false };
-      });
+      // Core's own modules import each other by relative path: those count as core too.
+      b.onResolve({ filter: /^\.\.?\// }, (args) => (CORE_DIST.test(args.importer) && !args.pluginData?.sideEffectFree ? resolveSideEffectFree(b, args) : undefined));
+      b.onResolve({ filter: SIDE_EFFECT_FREE }, (args) => (args.pluginData?.sideEffectFree ? undefined : resolveSideEffectFree(b, args)));
     },
   },
 ];
@@ -131,4 +162,19 @@ for (const file of [...main.outputFiles, ...libs.outputFiles]) {
   }
   await writeFile(file.path, contents);
 }
+// The launcher bin/svc.js requires: run-bundled.js and cached-script.js as one CommonJS file, so
+// that a command's entry is CommonJS and Node never starts its ES module loader (~10 ms of every
+// command: resolving, reading and linking the entry's imports, with fs/promises and readline
+// loaded for it). It sits beside run-bundled.js, whose path to the bundles is relative to itself.
+await build({
+  bundle: true,
+  format: 'cjs',
+  platform: 'node',
+  target: 'node20',
+  logLevel: 'warning',
+  entryPoints: [`${CLI}dist/src/bundle/run-bundled.js`],
+  outfile: `${CLI}dist/src/bundle/launch.cjs`,
+  define: { 'import.meta.url': '__svcImportMetaUrl' },
+  banner: { js: "var __svcImportMetaUrl = require('node:url').pathToFileURL(__filename).href;" },
+});
 await writeBuildCaches(`${OUT}/`);

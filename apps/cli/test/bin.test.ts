@@ -1,9 +1,13 @@
 import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from '@jest/globals';
 import { createSubscription } from '@svc/core';
 import { seedAccount, seedSite, TEST_DATABASE_URL, TEST_REDIS_URL, uniqueTag } from '@svc/core/testing';
+import { BUNDLE_DIR } from '../src/bundle/run-bundled.js';
 import { openTestDb } from './support.js';
 
 const run = promisify(execFile);
@@ -98,6 +102,35 @@ describe('the svc bin', () => {
 
     expect(JSON.parse(stdout)).toEqual({ code: 0, bundles: 1 });
     expect(await db('deliveries').join('events', 'events.id', 'deliveries.event_id').where({ 'events.account_id': accountId })).toHaveLength(1);
+  });
+
+  it('runs a command without starting the ES module loader of Node or loading child_process, from a bundle with only the postgres dialect of knex (docs/adr/0019)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'svc-bin-modules-'));
+    try {
+      // Preloaded into a process: on exit, it writes down every module Node loaded.
+      const preload = join(dir, 'record-modules.cjs');
+      writeFileSync(preload, "process.on('exit', () => require('node:fs').writeFileSync(process.env.MODULES_FILE, JSON.stringify(process.moduleLoadList)));");
+      const modulesOf = async (args: string[], extra: Record<string, string> = {}) => {
+        const file = join(dir, `modules-${uniqueTag()}.json`);
+        const { stdout } = await run(process.execPath, ['--require', preload, ...args], { env: childEnv({ ...extra, MODULES_FILE: file }), timeout: EXIT_TIMEOUT_MS });
+        return { stdout, modules: JSON.parse(readFileSync(file, 'utf8')) as string[] };
+      };
+      const name = `Bin modules ${uniqueTag()}`;
+
+      const bare = await modulesOf(['-e', '0']);
+      const { stdout, modules } = await modulesOf([BIN, 'accounts', 'create', '--name', name, '--json']);
+
+      // What Node loads for any process (its ES module loader's core) is in the bare list.
+      const added = modules.filter((module) => !bare.modules.includes(module));
+      expect(added).toContain('NativeModule net');
+      expect(added.filter((module) => module.includes('modules/esm/') || /child_process|dgram/.test(module))).toEqual([]);
+      expect(await db('accounts').where({ id: (JSON.parse(stdout) as { id: string }).id }).first()).toMatchObject({ name });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+    const map = JSON.parse(readFileSync(join(BUNDLE_DIR, 'svc.cjs.map'), 'utf8')) as { sources: string[] };
+    const dialects = new Set(map.sources.map((source) => /knex\/lib\/dialects\/([^/]+)\//.exec(source)?.[1]).filter(Boolean));
+    expect([...dialects]).toEqual(['postgres']);
   });
 
   it('finds, after the build, a code cache of both bundles that V8 takes', async () => {
