@@ -1,5 +1,5 @@
 import { Router } from 'express';
-import { getSiteDetailAsJson, listSitesAsJson, type Db } from '@svc/core';
+import { getSiteDetailAsJson, listSitesAsJsonArray, type Db } from '@svc/core';
 import { authOf, requireScope } from '../auth/authenticate.js';
 import { sendJsonText } from '../http/json-text.js';
 import { requireIdShape } from '../http/path-params.js';
@@ -7,9 +7,9 @@ import { requireIdShape } from '../http/path-params.js';
 /** Spec §4.1, §4.2. */
 export function sitesRoutes(deps: { db: Db }, router: Router = Router()): Router {
   router.get('/sites', requireScope('read:sites'), async (_req, res) => {
-    // Each site comes as JSON text from Postgres (listSitesAsJson): no presenter here.
-    const sites = await listSitesAsJson(deps.db, authOf(res).accountId);
-    sendJsonText(res, `{"data":{"sites":[${sites.join(',')}]}}`);
+    // The sites come as one JSON array's text from Postgres (listSitesAsJsonArray): no presenter here.
+    const sites = await listSitesAsJsonArray(deps.db, authOf(res).accountId);
+    sendJsonText(res, `{"data":{"sites":${sites}}}`);
   });
   router.get(
     '/sites/:siteId',
