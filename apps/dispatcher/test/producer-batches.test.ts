@@ -3,7 +3,7 @@ import { buildEventBody, completeAiMonitorRun, completeScan, deliveryJobId, depl
 import { createHarness, seedTenant, type Harness } from './support/harness.js';
 import { producerOf } from './support/delivery-probe.js';
 
-/** ADR 14: producer calls a process makes together share one statement, one commit and one Redis round trip. */
+/** ADR 14, ADR 21: producer calls a process makes together, of any kind, share one statement, one commit and one Redis round trip. */
 describe('producer calls made together', () => {
   let h: Harness;
 
@@ -44,10 +44,18 @@ describe('producer calls made together', () => {
     expect(calls[8]).toMatchObject({ status: 'rejected', reason: { code: 'conflict' } });
     expect(calls.slice(9).every((call) => call.status === 'fulfilled')).toBe(true);
 
-    // One commit for the six deployments and their events (the calls were made in one turn of the loop).
+    // One commit for the six deployments, the scan, the three runs and their events, whatever
+    // their kinds (the calls were made in one turn of the loop; ADR 21).
     const eventIds = deployed.map((d) => d.eventId);
-    expect(await writers('events', eventIds)).toHaveLength(1);
-    expect(await writers('power_up_deployments', deployed.map((d) => d.deployment.id))).toEqual(await writers('events', eventIds));
+    const scanned = (calls[7] as PromiseFulfilledResult<Awaited<ReturnType<typeof completeScan>>>).value;
+    const runs = calls.slice(9).map((call) => (call as PromiseFulfilledResult<Awaited<ReturnType<typeof completeAiMonitorRun>>>).value);
+    const oneCommit = await writers('events', [...eventIds, scanned.eventId, ...runs.map((r) => r.eventId)]);
+    expect(oneCommit).toHaveLength(1);
+    expect(await writers('power_up_deployments', deployed.map((d) => d.deployment.id))).toEqual(oneCommit);
+    expect(await writers('ai_monitor_runs', runs.map((r) => r.run.id))).toEqual(oneCommit);
+    // The scan was completed by that commit; the second call's later batch found it completed and wrote nothing.
+    expect(await writers('scans', [scanId])).toEqual(oneCommit);
+    expect(runs.map((r) => r.run.compositeScore)).toEqual([10, 11, 12]);
     // Each event: its own body and exactly one delivery to the subscription, its first attempt queued.
     const events = await h.db('events').whereIn('id', eventIds).select('id', 'body', 'created_at', 'fanned_out_at');
     for (const d of deployed) {

@@ -36,6 +36,17 @@ describe('the micro-batcher that pays a claim, a record or a fan-out per batch',
     expect(batches.flat().sort()).toEqual(['x#1', 'x#2', 'y', 'z']);
   });
 
+  it('lets items without a key share any batch, keeping apart only those whose keys are equal', async () => {
+    const { batches, flush } = recordingFlush();
+    // Only the `scan:` items have a key (as a producer batch keys scan completions by scan).
+    const batcher = new MicroBatcher(flush, { maxBatch: 10, maxInFlight: 1, key: (item) => (item.startsWith('scan:') ? item.split('#')[0] : undefined) });
+
+    const results = await Promise.all(['deploy', 'deploy', 'scan:1#a', 'scan:1#b', 'run', 'scan:2'].map((item) => batcher.submit(item)));
+
+    expect(results).toEqual(['done:deploy', 'done:deploy', 'done:scan:1#a', 'done:scan:1#b', 'done:run', 'done:scan:2']);
+    expect(batches).toEqual([['deploy', 'deploy', 'scan:1#a', 'run', 'scan:2'], ['scan:1#b']]);
+  });
+
   it('flushes again item by item when a batch is refused, so only the poisoned item fails', async () => {
     const { batches, flush } = recordingFlush(new Set(['bad']));
     const batcher = new MicroBatcher(flush, { maxBatch: 100, maxInFlight: 2 });

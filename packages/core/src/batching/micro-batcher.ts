@@ -12,7 +12,8 @@ export interface MicroBatcherOptions<I> {
   maxBatch: number;
   /** Flushes on the wire at once; more items wait and form the next batch. */
   maxInFlight: number;
-  key?: (item: I) => string;
+  /** Items with the same key never share a batch; undefined: no such constraint on the item. */
+  key?: (item: I) => string | undefined;
 }
 
 interface Pending<I, O> {
@@ -89,8 +90,8 @@ export class MicroBatcher<I, O> {
     const seen = new Set<string>();
     for (const pending of this.queue) {
       const k = key(pending.item);
-      if (batch.length < maxBatch && !seen.has(k)) {
-        seen.add(k);
+      if (batch.length < maxBatch && (k === undefined || !seen.has(k))) {
+        if (k !== undefined) seen.add(k);
         batch.push(pending);
       } else rest.push(pending);
     }

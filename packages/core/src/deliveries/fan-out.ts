@@ -25,9 +25,9 @@ export const PRODUCER_FAN_OUT_MAX = 100;
  * per event (`ev_id`, `account_id`); `fannedOutSql(evId)` is that event's fanned_out_at (over
  * `clock.now`); `createdCte` comes after the CTE `event` (`id`, `fanned_out_at`);
  * `firstAttemptsSql(event)` is the JSON array of one event's first attempts (`first_attempts`).
- * `:evType` is the events' type.
+ * `evTypeSql` is each event's type, over `from` (a text column).
  */
-export function producerFanOutSql(from: string): {
+export function producerFanOutSql(from: string, evTypeSql: string): {
   targetsCte: string;
   fannedOutSql: (evIdSql: string) => string;
   createdCte: string;
@@ -38,7 +38,7 @@ export function producerFanOutSql(from: string): {
     targetsCte: `targets AS (
        SELECT ${from}.ev_id, t.id FROM ${from} CROSS JOIN LATERAL (
          SELECT s.id FROM webhook_subscriptions s
-          WHERE s.account_id = ${from}.account_id AND s.status = 'active' AND (s.events @> ARRAY[:evType::text] OR s.events @> ARRAY['*'])
+          WHERE s.account_id = ${from}.account_id AND s.status = 'active' AND (s.events @> ARRAY[${evTypeSql}] OR s.events @> ARRAY['*'])
           LIMIT :fanOutMax + 1
        ) t
      )`,

@@ -1,12 +1,13 @@
 /**
- * The facts and their events in ONE statement per batch of producer calls (operator contract §4:
- * each fact and its event in one transaction; ADR 14: the calls a process makes together share
- * that transaction). A batch of one is a single call. Each statement reads what it needs (the
- * site, the scan) in the same snapshot and inserts nothing for an input whose row does not exist
- * or is in the wrong state (no row comes back for that input). Each also fans its events out
- * (at most PRODUCER_FAN_OUT_MAX matching subscriptions per event, ADR 13) and answers the first
- * attempts to queue. The SQL text is the same for every batch size (arrays, unnest), so each is
- * one prepared statement per connection.
+ * The facts and their events in ONE statement per batch of producer calls, whatever their kinds
+ * (operator contract §4: each fact and its event in one transaction; ADR 14: the calls a process
+ * makes together share that transaction; ADR 21: the three kinds share one statement). A batch of
+ * one is a single call. The statement reads what it needs (the site, the scan) in the same
+ * snapshot and inserts nothing for an input whose row does not exist or is in the wrong state (no
+ * row comes back for that input). It also fans the events out (at most PRODUCER_FAN_OUT_MAX
+ * matching subscriptions per event, ADR 13) and answers the first attempts to queue. The SQL text
+ * is the same for every batch (arrays, unnest; a kind absent from a batch is three empty arrays),
+ * so it is one prepared statement per connection.
  */
 import type { Db } from '../db/knex.js';
 import { runNamedStatement } from '../db/named-statement.js';
@@ -24,12 +25,17 @@ export type Produced<F> = { fact: F; eventId: string; fanOut: ProducerFanOut } |
 
 /**
  * The event body of each input row as SQL: the literal segments come from the batch, one text[]
- * binding per position (`:evSeg<i>`, unnested as column `seg<i>` of `input`), the timestamp from
+ * binding per position (`:<prefix>EvSeg<i>`, unnested as column `seg<i>` of `input`), the timestamp from
  * the database's clock and `fromDatabase` fields from the statement (docs of eventBodySegments).
  * The segments' positions depend only on the type and the fields, so the SQL is the same for
  * every batch; a dummy event gives them.
  */
-function eventBodyTemplate<T extends EventType>(type: T, dummy: EventDataByType[T], fromDatabase: Partial<Record<keyof EventDataByType[T] & string, string>>) {
+function eventBodyTemplate<T extends EventType>(
+  prefix: string,
+  type: T,
+  dummy: EventDataByType[T],
+  fromDatabase: Partial<Record<keyof EventDataByType[T] & string, string>>,
+) {
   const fields = Object.keys(fromDatabase) as Array<keyof EventDataByType[T] & string>;
   const segments = eventBodySegments(type, dummy, fields);
   const literalPositions: number[] = [];
@@ -45,166 +51,187 @@ function eventBodyTemplate<T extends EventType>(type: T, dummy: EventDataByType[
     .join(' || ');
   return {
     sql,
-    /** `, :evSeg<i>::text[]` for the unnest, and `, seg<i>` for its column list. */
-    unnestArgs: literalPositions.map((i) => `, :evSeg${i}::text[]`).join(''),
+    /** `, :<prefix>EvSeg<i>::text[]` for the unnest, and `, seg<i>` for its column list. */
+    unnestArgs: literalPositions.map((i) => `, :${prefix}EvSeg${i}::text[]`).join(''),
     unnestColumns: literalPositions.map((i) => `, seg${i}`).join(''),
-    /** The literal segments of each event, as the bindings `evSeg<i>`. */
+    /** The literal segments of each event, as the bindings `<prefix>EvSeg<i>`. */
     bindings(datas: ReadonlyArray<EventDataByType[T]>): Record<string, string[]> {
-      const columns: Record<string, string[]> = Object.fromEntries(literalPositions.map((i) => [`evSeg${i}`, [] as string[]]));
+      const columns: Record<string, string[]> = Object.fromEntries(literalPositions.map((i) => [`${prefix}EvSeg${i}`, [] as string[]]));
       for (const data of datas) {
         const rowSegments = eventBodySegments(type, data, fields);
-        for (const i of literalPositions) (columns[`evSeg${i}`] as string[]).push(rowSegments[i] as string);
+        for (const i of literalPositions) (columns[`${prefix}EvSeg${i}`] as string[]).push(rowSegments[i] as string);
       }
       return columns;
     },
   };
 }
 
-/** The fan-out of every producer statement, over its `site` CTE. */
-const fanOut = producerFanOutSql('site');
+/** The fan-out of the producer statement, over its `site` CTE (one row per event, its type in `ev_type`). */
+const fanOut = producerFanOutSql('site', 'site.ev_type');
+
+const deploymentBody = eventBodyTemplate('d', 'power_up.deployed', { deploymentId: '', siteId: '', powerUpId: '' }, {});
+const aiRunBody = eventBodyTemplate('a', 'ai_check.completed', { runId: '', siteId: '', domain: '', compositeScore: 0 }, { domain: 'input.domain' });
+const scanBody = eventBodyTemplate('s', 'scan.completed', { scanId: '', siteId: '', domain: '', score: 0 }, { siteId: 'input.site_id', domain: 'input.domain' });
 
 /**
- * The CTEs shared by every producer statement, after `site` (one row per input with a site:
- * `input.*`, `account_id`) and `fact` (the facts written; `factOfInput` joins a `site` row to its
- * fact): `targets`, `event` (dated by the database's clock; fanned out when its targets fit),
- * `created` (producerFanOutSql). Then the answer per fact: its columns, `ord` (its input's
- * position), `event_id`, `first_attempts` and `fanned_out`.
+ * The columns of every kind's fact, in one list: each answer row fills its kind's and leaves the
+ * others NULL (`completed_at` is both an AI run's and a scan's). Then the answer's own columns.
  */
-function fanOutAndEventSql(bodySql: string, factColumns: string, factOfInput: (alias: string) => string): string {
-  return `${fanOut.targetsCte}, event AS (
-       INSERT INTO events (id, account_id, type, body, created_at, fanned_out_at)
-       SELECT input.ev_id, input.account_id, :evType, ${bodySql}, clock.now, ${fanOut.fannedOutSql('input.ev_id')}
-         FROM fact JOIN site input ON ${factOfInput('input')}, (SELECT date_trunc('milliseconds', clock_timestamp()) AS now) clock
-       RETURNING id, fanned_out_at
-     ), ${fanOut.createdCte}
-     SELECT ${factColumns}, site.ord, event.id AS event_id, ${fanOut.firstAttemptsSql('event')},
-            event.fanned_out_at IS NOT NULL AS fanned_out
-       FROM fact JOIN site ON ${factOfInput('site')} JOIN event ON event.id = site.ev_id`;
+const FACT_COLUMNS = ['id', 'site_id', 'power_up_id', 'deployed_at', 'composite_score', 'completed_at', 'engines', 'status', 'score', 'trigger', 'started_at', 'failed_at', 'categories'] as const;
+const NULL_OF: Record<(typeof FACT_COLUMNS)[number], string> = {
+  id: 'NULL::text',
+  site_id: 'NULL::text',
+  power_up_id: 'NULL::text',
+  deployed_at: 'NULL::timestamptz',
+  composite_score: 'NULL::float8',
+  completed_at: 'NULL::timestamptz',
+  engines: 'NULL::jsonb',
+  status: 'NULL::text',
+  score: 'NULL::float8',
+  trigger: 'NULL::text',
+  started_at: 'NULL::timestamptz',
+  failed_at: 'NULL::timestamptz',
+  categories: 'NULL::jsonb',
+};
+
+/** One kind's answer rows: its fact's columns from `fact`, NULL for the other kinds'. */
+function answerSql(kind: ProducerKind, fact: string, site: string, factOfSite: string, own: ReadonlyArray<(typeof FACT_COLUMNS)[number]>): string {
+  const columns = FACT_COLUMNS.map((column) => (own.includes(column) ? `${fact}.${column}` : `${NULL_OF[column]} AS ${column}`)).join(', ');
+  return `SELECT '${kind}'::text AS kind, ${site}.ord, event.id AS event_id, ${fanOut.firstAttemptsSql('event')},
+            event.fanned_out_at IS NOT NULL AS fanned_out, ${columns}
+       FROM ${fact} JOIN ${site} ON ${factOfSite} JOIN event ON event.id = ${site}.ev_id`;
 }
 
-/** The columns every answer row has beside the fact's own. */
-interface FanOutColumns {
+/**
+ * Each kind's inputs (`<k>_input`, unnested with their positions), the rows they read
+ * (`<k>_site`) and the facts they write (`<k>_fact`); then `site`, one row per fact written with
+ * its event's id, account, type and body (dated by the database's clock); then the fan-out
+ * (`targets`, `event`, `created`: producerFanOutSql) and the answer, one row per fact.
+ */
+const PRODUCE_SQL = `WITH d_input AS (
+       SELECT * FROM unnest(:dSiteIds::text[], :dDeploymentIds::text[], :dPowerUpIds::text[], :dEvIds::text[]${deploymentBody.unnestArgs})
+         WITH ORDINALITY AS i(site_id, deployment_id, power_up_id, ev_id${deploymentBody.unnestColumns}, ord)
+     ), d_site AS (
+       SELECT d_input.*, s.account_id FROM d_input JOIN sites s ON s.id = d_input.site_id
+     ), d_fact AS (
+       INSERT INTO power_up_deployments (id, site_id, power_up_id) SELECT deployment_id, site_id, power_up_id FROM d_site
+       RETURNING id, site_id, power_up_id, deployed_at
+     ), a_input AS (
+       SELECT * FROM unnest(:aSiteIds::text[], :aRunIds::text[], :aCompositeScores::float8[], :aEngines::text[], :aEvIds::text[]${aiRunBody.unnestArgs})
+         WITH ORDINALITY AS i(site_id, run_id, composite_score, engines, ev_id${aiRunBody.unnestColumns}, ord)
+     ), a_site AS (
+       SELECT a_input.*, s.account_id, s.domain FROM a_input JOIN sites s ON s.id = a_input.site_id
+     ), a_fact AS (
+       INSERT INTO ai_monitor_runs (id, site_id, composite_score, engines) SELECT run_id, site_id, composite_score, engines::jsonb FROM a_site
+       RETURNING id, site_id, composite_score, completed_at, engines
+     ), s_input AS (
+       SELECT * FROM unnest(:sScanIds::text[], :sScores::float8[], :sCategories::text[], :sEvIds::text[]${scanBody.unnestArgs})
+         WITH ORDINALITY AS i(scan_id, score, categories, ev_id${scanBody.unnestColumns}, ord)
+     ), s_fact AS (
+       UPDATE scans SET status = 'completed', score = s_input.score, completed_at = CURRENT_TIMESTAMP(3), categories = s_input.categories::jsonb
+         FROM s_input
+        WHERE scans.id = s_input.scan_id AND scans.status = 'running'
+       RETURNING scans.id, scans.site_id, scans.status, scans.score, scans.trigger, scans.started_at, scans.completed_at, scans.failed_at, scans.categories
+     ), s_site AS (
+       SELECT s_input.*, s_fact.site_id, s.account_id, s.domain FROM s_fact JOIN s_input ON s_input.scan_id = s_fact.id JOIN sites s ON s.id = s_fact.site_id
+     ), clock AS (
+       SELECT date_trunc('milliseconds', clock_timestamp()) AS now
+     ), site AS (
+       SELECT input.ev_id, input.account_id, 'power_up.deployed'::text AS ev_type, ${deploymentBody.sql} AS body
+         FROM d_fact JOIN d_site input ON input.deployment_id = d_fact.id, clock
+       UNION ALL
+       SELECT input.ev_id, input.account_id, 'ai_check.completed'::text, ${aiRunBody.sql}
+         FROM a_fact JOIN a_site input ON input.run_id = a_fact.id, clock
+       UNION ALL
+       SELECT input.ev_id, input.account_id, 'scan.completed'::text, ${scanBody.sql}
+         FROM s_fact JOIN s_site input ON input.scan_id = s_fact.id, clock
+     ), ${fanOut.targetsCte}, event AS (
+       INSERT INTO events (id, account_id, type, body, created_at, fanned_out_at)
+       SELECT site.ev_id, site.account_id, site.ev_type, site.body, clock.now, ${fanOut.fannedOutSql('site.ev_id')}
+         FROM site, clock
+       RETURNING id, fanned_out_at
+     ), ${fanOut.createdCte}
+     ${answerSql('deployment', 'd_fact', 'd_site', 'd_site.deployment_id = d_fact.id', ['id', 'site_id', 'power_up_id', 'deployed_at'])}
+     UNION ALL
+     ${answerSql('aiRun', 'a_fact', 'a_site', 'a_site.run_id = a_fact.id', ['id', 'site_id', 'composite_score', 'completed_at', 'engines'])}
+     UNION ALL
+     ${answerSql('scan', 's_fact', 's_site', 's_site.scan_id = s_fact.id', ['id', 'site_id', 'status', 'score', 'trigger', 'started_at', 'completed_at', 'failed_at', 'categories'])}`;
+
+/** The name the statement is prepared under; a new text needs a new name (runNamedStatement). */
+export const PRODUCE_STATEMENT = 'svc_produce_v1';
+
+export type ProducerKind = 'deployment' | 'aiRun' | 'scan';
+
+/** One producer call's input, by kind. */
+export type ProducerInput =
+  | { kind: 'deployment'; siteId: string; powerUpId: string }
+  | { kind: 'aiRun'; siteId: string; compositeScore: number; engines: EngineScore[] }
+  | { kind: 'scan'; scanId: string; score: number; categories: ScanCategory[] };
+
+/** The fact each kind records. */
+export type ProducedFact<K extends ProducerKind> = K extends 'deployment' ? PowerUpDeployment : K extends 'aiRun' ? AiMonitorRun : Scan;
+
+/** An answer row: the kind, the input's position among its kind's, the fan-out, and the fact's columns. */
+type ProducedRow = {
+  kind: ProducerKind;
   ord: string | number;
   event_id: string;
   first_attempts: unknown;
   fanned_out: boolean;
+} & Record<(typeof FACT_COLUMNS)[number], unknown>;
+
+function factOf(row: ProducedRow): PowerUpDeployment | AiMonitorRun | Scan {
+  switch (row.kind) {
+    case 'deployment':
+      return { id: row.id as string, siteId: row.site_id as string, powerUpId: row.power_up_id as string, deployedAt: row.deployed_at as Date };
+    case 'aiRun':
+      return toAiMonitorRun(row as unknown as AiMonitorRunRow);
+    default:
+      return toScan(row as unknown as ScanRow);
+  }
 }
-
-/** One answer per input, in input order: undefined where the statement wrote nothing. */
-function byInput<R extends FanOutColumns, F>(count: number, rows: R[], toFact: (row: R) => F): Array<Produced<F>> {
-  const answers: Array<Produced<F>> = new Array(count).fill(undefined);
-  for (const row of rows) answers[Number(row.ord) - 1] = { fact: toFact(row), eventId: row.event_id, fanOut: toProducerFanOut(row) };
-  return answers;
-}
-
-// ---------------------------------------------------------------------------------------------
-// power_up.deployed
-
-const deploymentBody = eventBodyTemplate('power_up.deployed', { deploymentId: '', siteId: '', powerUpId: '' }, {});
-
-const DEPLOYMENTS_SQL = `WITH input AS (
-       SELECT * FROM unnest(:siteIds::text[], :deploymentIds::text[], :powerUpIds::text[], :evIds::text[]${deploymentBody.unnestArgs})
-         WITH ORDINALITY AS i(site_id, deployment_id, power_up_id, ev_id${deploymentBody.unnestColumns}, ord)
-     ), site AS (
-       SELECT input.*, s.account_id FROM input JOIN sites s ON s.id = input.site_id
-     ), fact AS (
-       INSERT INTO power_up_deployments (id, site_id, power_up_id) SELECT deployment_id, site_id, power_up_id FROM site
-       RETURNING id, site_id, power_up_id, deployed_at
-     ), ${fanOutAndEventSql(deploymentBody.sql, 'fact.id, fact.site_id, fact.power_up_id, fact.deployed_at', (a) => `${a}.deployment_id = fact.id`)}`;
-
-/** Records Power-Up deployments and their `power_up.deployed` events; undefined for an input whose site does not exist. */
-export async function insertDeploymentsWithEvents(
-  db: Db,
-  inputs: ReadonlyArray<{ siteId: string; powerUpId: string }>,
-): Promise<Array<Produced<PowerUpDeployment>>> {
-  const deploymentIds = inputs.map(() => newId('dep'));
-  const evIds = inputs.map(() => newId('evt'));
-  const rows = await runNamedStatement<{ id: string; site_id: string; power_up_id: string; deployed_at: Date } & FanOutColumns>(
-    db,
-    'svc_produce_power_up_deployed_v4',
-    DEPLOYMENTS_SQL,
-    {
-      siteIds: inputs.map((input) => input.siteId),
-      deploymentIds,
-      powerUpIds: inputs.map((input) => input.powerUpId),
-      evIds,
-      ...deploymentBody.bindings(inputs.map((input, i) => ({ deploymentId: deploymentIds[i] as string, siteId: input.siteId, powerUpId: input.powerUpId }))),
-      evType: 'power_up.deployed',
-      ...fanOut.bindings,
-    },
-  );
-  return byInput(inputs.length, rows, (row) => ({ id: row.id, siteId: row.site_id, powerUpId: row.power_up_id, deployedAt: row.deployed_at }));
-}
-
-// ---------------------------------------------------------------------------------------------
-// ai_check.completed
-
-const aiRunBody = eventBodyTemplate('ai_check.completed', { runId: '', siteId: '', domain: '', compositeScore: 0 }, { domain: 'input.domain' });
-
-const AI_RUNS_SQL = `WITH input AS (
-       SELECT * FROM unnest(:siteIds::text[], :runIds::text[], :compositeScores::float8[], :engines::text[], :evIds::text[]${aiRunBody.unnestArgs})
-         WITH ORDINALITY AS i(site_id, run_id, composite_score, engines, ev_id${aiRunBody.unnestColumns}, ord)
-     ), site AS (
-       SELECT input.*, s.account_id, s.domain FROM input JOIN sites s ON s.id = input.site_id
-     ), fact AS (
-       INSERT INTO ai_monitor_runs (id, site_id, composite_score, engines) SELECT run_id, site_id, composite_score, engines::jsonb FROM site
-       RETURNING id, site_id, composite_score, completed_at, engines
-     ), ${fanOutAndEventSql(aiRunBody.sql, 'fact.id, fact.site_id, fact.composite_score, fact.completed_at, fact.engines', (a) => `${a}.run_id = fact.id`)}`;
-
-/** Records completed AI Monitor runs and their `ai_check.completed` events; undefined for an input whose site does not exist. */
-export async function insertAiRunsWithEvents(
-  db: Db,
-  inputs: ReadonlyArray<{ siteId: string; compositeScore: number; engines: EngineScore[] }>,
-): Promise<Array<Produced<AiMonitorRun>>> {
-  const runIds = inputs.map(() => newId('run'));
-  const rows = await runNamedStatement<AiMonitorRunRow & FanOutColumns>(db, 'svc_produce_ai_check_completed_v5', AI_RUNS_SQL, {
-    siteIds: inputs.map((input) => input.siteId),
-    runIds,
-    compositeScores: inputs.map((input) => input.compositeScore),
-    engines: inputs.map((input) => JSON.stringify(input.engines)),
-    evIds: inputs.map(() => newId('evt')),
-    ...aiRunBody.bindings(inputs.map((input, i) => ({ runId: runIds[i] as string, siteId: input.siteId, domain: '', compositeScore: input.compositeScore }))),
-    evType: 'ai_check.completed',
-    ...fanOut.bindings,
-  });
-  return byInput(inputs.length, rows, toAiMonitorRun);
-}
-
-// ---------------------------------------------------------------------------------------------
-// scan.completed
-
-const scanBody = eventBodyTemplate('scan.completed', { scanId: '', siteId: '', domain: '', score: 0 }, { siteId: 'input.site_id', domain: 'input.domain' });
 
 /**
- * No two inputs may name the same scan (one UPDATE … FROM cannot move a row twice): the producer
- * batches keep them apart.
+ * Records a batch of producer calls, of any kinds, and their events in one statement; one answer
+ * per input, in input order: undefined where nothing was written (the site does not exist, the
+ * scan is not running or missing). No two inputs may complete the same scan (one UPDATE … FROM
+ * cannot move a row twice): the producer batches keep them apart.
  */
-const SCANS_SQL = `WITH input AS (
-       SELECT * FROM unnest(:scanIds::text[], :scores::float8[], :categories::text[], :evIds::text[]${scanBody.unnestArgs})
-         WITH ORDINALITY AS i(scan_id, score, categories, ev_id${scanBody.unnestColumns}, ord)
-     ), fact AS (
-       UPDATE scans SET status = 'completed', score = input.score, completed_at = CURRENT_TIMESTAMP(3), categories = input.categories::jsonb
-         FROM input
-        WHERE scans.id = input.scan_id AND scans.status = 'running'
-       RETURNING scans.id, scans.site_id, scans.status, scans.score, scans.trigger, scans.started_at, scans.completed_at, scans.failed_at, scans.categories
-     ), site AS (
-       SELECT input.*, fact.site_id, s.account_id, s.domain FROM fact JOIN input ON input.scan_id = fact.id JOIN sites s ON s.id = fact.site_id
-     ), ${fanOutAndEventSql(scanBody.sql, 'fact.id, fact.site_id, fact.status, fact.score, fact.trigger, fact.started_at, fact.completed_at, fact.failed_at, fact.categories', (a) => `${a}.scan_id = fact.id`)}`;
+export async function produceWithEvents(db: Db, inputs: readonly ProducerInput[]): Promise<Array<Produced<PowerUpDeployment | AiMonitorRun | Scan>>> {
+  const positions: Record<ProducerKind, number[]> = { deployment: [], aiRun: [], scan: [] };
+  inputs.forEach((input, i) => positions[input.kind].push(i));
+  const deployments = positions.deployment.map((i) => inputs[i] as Extract<ProducerInput, { kind: 'deployment' }>);
+  const aiRuns = positions.aiRun.map((i) => inputs[i] as Extract<ProducerInput, { kind: 'aiRun' }>);
+  const scans = positions.scan.map((i) => inputs[i] as Extract<ProducerInput, { kind: 'scan' }>);
+  if (new Set(scans.map((input) => input.scanId)).size !== scans.length) throw new Error('produceWithEvents: a scan named twice in one batch');
+  const deploymentIds = deployments.map(() => newId('dep'));
+  const runIds = aiRuns.map(() => newId('run'));
 
-/** Completes running scans and records their `scan.completed` events; undefined for an input whose scan is not running (or missing). */
-export async function completeScansWithEvents(
-  db: Db,
-  inputs: ReadonlyArray<{ scanId: string; score: number; categories: ScanCategory[] }>,
-): Promise<Array<Produced<Scan>>> {
-  if (new Set(inputs.map((input) => input.scanId)).size !== inputs.length) throw new Error('completeScansWithEvents: a scan named twice in one batch');
-  const rows = await runNamedStatement<ScanRow & FanOutColumns>(db, 'svc_produce_scan_completed_v5', SCANS_SQL, {
-    scanIds: inputs.map((input) => input.scanId),
-    scores: inputs.map((input) => input.score),
-    categories: inputs.map((input) => JSON.stringify(input.categories)),
-    evIds: inputs.map(() => newId('evt')),
-    ...scanBody.bindings(inputs.map((input) => ({ scanId: input.scanId, siteId: '', domain: '', score: input.score }))),
-    evType: 'scan.completed',
+  const rows = await runNamedStatement<ProducedRow>(db, PRODUCE_STATEMENT, PRODUCE_SQL, {
+    dSiteIds: deployments.map((input) => input.siteId),
+    dDeploymentIds: deploymentIds,
+    dPowerUpIds: deployments.map((input) => input.powerUpId),
+    dEvIds: deployments.map(() => newId('evt')),
+    ...deploymentBody.bindings(deployments.map((input, i) => ({ deploymentId: deploymentIds[i] as string, siteId: input.siteId, powerUpId: input.powerUpId }))),
+    aSiteIds: aiRuns.map((input) => input.siteId),
+    aRunIds: runIds,
+    aCompositeScores: aiRuns.map((input) => input.compositeScore),
+    aEngines: aiRuns.map((input) => JSON.stringify(input.engines)),
+    aEvIds: aiRuns.map(() => newId('evt')),
+    ...aiRunBody.bindings(aiRuns.map((input, i) => ({ runId: runIds[i] as string, siteId: input.siteId, domain: '', compositeScore: input.compositeScore }))),
+    sScanIds: scans.map((input) => input.scanId),
+    sScores: scans.map((input) => input.score),
+    sCategories: scans.map((input) => JSON.stringify(input.categories)),
+    sEvIds: scans.map(() => newId('evt')),
+    ...scanBody.bindings(scans.map((input) => ({ scanId: input.scanId, siteId: '', domain: '', score: input.score }))),
     ...fanOut.bindings,
   });
-  return byInput(inputs.length, rows, toScan);
+
+  const answers: Array<Produced<PowerUpDeployment | AiMonitorRun | Scan>> = new Array(inputs.length).fill(undefined);
+  for (const row of rows) {
+    const at = positions[row.kind][Number(row.ord) - 1];
+    if (at === undefined) throw new Error(`produceWithEvents: an answer for ${row.kind} #${row.ord}, which the batch does not have`);
+    answers[at] = { fact: factOf(row), eventId: row.event_id, fanOut: toProducerFanOut(row) };
+  }
+  return answers;
 }

@@ -27,9 +27,9 @@ export async function completeScan(
 ): Promise<{ scan: Scan; eventId: string }> {
   const score = assertScore(input.score);
   const categories = parseScanCategories(input.categories);
-  const produced = await producerBatchesFor(deps).scans.submit({ scanId: input.scanId, score, categories });
+  const produced = await producerBatchesFor(deps).submit({ kind: 'scan', scanId: input.scanId, score, categories });
   if (!produced) return refuseScan(deps.db, input.scanId);
-  return { scan: produced.fact, eventId: produced.eventId };
+  return { scan: produced.fact as Scan, eventId: produced.eventId };
 }
 
 /**
@@ -42,9 +42,9 @@ export async function completeAiMonitorRun(
 ): Promise<{ run: AiMonitorRun; eventId: string }> {
   const compositeScore = assertScore(input.compositeScore, 'compositeScore');
   const engines = parseEngineScores(input.engines);
-  const produced = await producerBatchesFor(deps).aiRuns.submit({ siteId: input.siteId, compositeScore, engines });
+  const produced = await producerBatchesFor(deps).submit({ kind: 'aiRun', siteId: input.siteId, compositeScore, engines });
   if (!produced) return missingSite(input.siteId);
-  return { run: produced.fact, eventId: produced.eventId };
+  return { run: produced.fact as AiMonitorRun, eventId: produced.eventId };
 }
 
 /** Records a successful Power-Up deployment and its `power_up.deployed` event, then enqueues it. */
@@ -53,9 +53,9 @@ export async function deployPowerUp(
   input: { siteId: string; powerUpId: string },
 ): Promise<{ deployment: PowerUpDeployment; eventId: string }> {
   const powerUpId = assertPowerUpId(input.powerUpId);
-  const produced = await producerBatchesFor(deps).deployments.submit({ siteId: input.siteId, powerUpId });
+  const produced = await producerBatchesFor(deps).submit({ kind: 'deployment', siteId: input.siteId, powerUpId });
   if (!produced) return missingSite(input.siteId);
-  return { deployment: produced.fact, eventId: produced.eventId };
+  return { deployment: produced.fact as PowerUpDeployment, eventId: produced.eventId };
 }
 
 function missingSite(siteId: string): never {
