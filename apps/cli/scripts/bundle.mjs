@@ -35,7 +35,6 @@ const UNUSED_DRIVERS = ['mysql', 'mysql2', 'mariadb', 'mariadb/callback', 'sqlit
 // import whose bindings the bundle never uses (e.g. BullMQ's Queue where only the job-id helpers
 // of queues.ts are used, winston where no logger is built). Our own core is written that way.
 const SIDE_EFFECT_FREE = /^(@svc\/core|bullmq|ioredis|winston)(\/|$)/;
-const CORE_DIST = /[\\/]packages[\\/]core[\\/]dist[\\/]/;
 
 async function resolveSideEffectFree(b, args) {
   const resolved = await b.resolve(args.path, { kind: args.kind, resolveDir: args.resolveDir, importer: args.importer, pluginData: { sideEffectFree: true } });
@@ -46,53 +45,53 @@ async function resolveSideEffectFree(b, args) {
 // load redis-libs.cjs on first access (esbuild reads a CommonJS module's exports lazily).
 const REDIS_LIBS = ['bullmq', 'ioredis'];
 
+/**
+ * An esbuild plugin that patches one file of a package as it is bundled: `find` (a string or a
+ * RegExp) replaced by `replacement`. When a new version of the package no longer has `find`, the
+ * file is bundled as it is, with a warning: an upgrade can only lose the saving, never break the bundle.
+ */
+function patchPackageFile(name, file, find, replacement) {
+  const filter = new RegExp(`[\\\\/]node_modules[\\\\/]${file.split('/').map((part) => part.replace(/\./g, '\\.')).join('[\\\\/]')}$`);
+  return {
+    name,
+    setup(b) {
+      b.onLoad({ filter }, async (args) => {
+        const source = await readFile(args.path, 'utf8');
+        const found = typeof find === 'string' ? source.includes(find) : find.test(source);
+        if (!found) return { warnings: [{ text: `${file} no longer has ${find} (bundle left as is)` }] };
+        return { contents: source.replace(find, replacement), loader: 'js' };
+      });
+    },
+  };
+}
+
+const CLOUDFLARE_PROBE = 'function isCloudflareRuntime() {';
+
 const PLUGINS = [
-  {
-    // pg asks at load time whether it runs on Cloudflare Workers by touching the global
-    // Response, which makes Node 20 load its whole fetch implementation (undici): ~15% of a
-    // command's CPU. A CLI only ever runs on Node, so the bundle answers "no" directly.
-    name: 'pg-on-node-only',
-    setup(b) {
-      b.onLoad({ filter: /[\\/]node_modules[\\/]pg[\\/]lib[\\/]stream\.js$/ }, async (args) => {
-        const source = await readFile(args.path, 'utf8');
-        const probe = 'function isCloudflareRuntime() {';
-        if (!source.includes(probe)) return { warnings: [{ text: `pg/lib/stream.js no longer has ${probe} (bundle left as is)` }] };
-        return { contents: source.replace(probe, `${probe}\n  return false;`), loader: 'js' };
-      });
-    },
-  },
-  {
-    // knex maps every dialect it knows to a require of its code; the bundle would carry all
-    // twelve (~130 KB of the 540 KB). Only postgres is ever configured, so only it is mapped.
-    name: 'knex-postgres-only',
-    setup(b) {
-      b.onLoad({ filter: /[\\/]node_modules[\\/]knex[\\/]lib[\\/]dialects[\\/]index\.js$/ }, async (args) => {
-        const source = await readFile(args.path, 'utf8');
-        const map = /const dbNameToDialectLoader = Object\.freeze\(\{[^}]*\}\);/;
-        if (!map.test(source)) return { warnings: [{ text: 'knex/lib/dialects/index.js no longer has dbNameToDialectLoader (bundle left as is)' }] };
-        return { contents: source.replace(map, "const dbNameToDialectLoader = Object.freeze({ postgres: () => require('./postgres') });"), loader: 'js' };
-      });
-    },
-  },
-  {
-    // commander requires child_process at load for its executable subcommands, which svc does
-    // not have: ~4 ms of every command's start-up compiling child_process, net and dgram. It
-    // is required when first used instead.
-    name: 'commander-child-process-on-use',
-    setup(b) {
-      b.onLoad({ filter: /[\\/]node_modules[\\/]commander[\\/]lib[\\/]command\.js$/ }, async (args) => {
-        const source = await readFile(args.path, 'utf8');
-        const eager = "const childProcess = require('node:child_process');";
-        if (!source.includes(eager)) return { warnings: [{ text: `commander/lib/command.js no longer has ${eager} (bundle left as is)` }] };
-        return { contents: source.replace(eager, "const childProcess = { spawn: (...args) => require('node:child_process').spawn(...args) };"), loader: 'js' };
-      });
-    },
-  },
+  // pg asks at load time whether it runs on Cloudflare Workers by touching the global
+  // Response, which makes Node 20 load its whole fetch implementation (undici): ~15% of a
+  // command's CPU. A CLI only ever runs on Node, so the bundle answers "no" directly.
+  patchPackageFile('pg-on-node-only', 'pg/lib/stream.js', CLOUDFLARE_PROBE, `${CLOUDFLARE_PROBE}\n  return false;`),
+  // knex maps every dialect it knows to a require of its code; the bundle would carry all
+  // twelve (~130 KB of the 540 KB). Only postgres is ever configured, so only it is mapped.
+  patchPackageFile(
+    'knex-postgres-only',
+    'knex/lib/dialects/index.js',
+    /const dbNameToDialectLoader = Object\.freeze\(\{[^}]*\}\);/,
+    "const dbNameToDialectLoader = Object.freeze({ postgres: () => require('./postgres') });",
+  ),
+  // commander requires child_process at load for its executable subcommands, which svc does
+  // not have: ~4 ms of every command's start-up compiling child_process, net and dgram. It
+  // is required when first used instead (spawn is all commander calls on it).
+  patchPackageFile(
+    'commander-child-process-on-use',
+    'commander/lib/command.js',
+    "const childProcess = require('node:child_process');",
+    "const childProcess = { spawn: (...args) => require('node:child_process').spawn(...args) };",
+  ),
   {
     name: 'side-effect-free-packages',
     setup(b) {
-      // Core's own modules import each other by relative path: those count as core too.
-      b.onResolve({ filter: /^\.\.?\// }, (args) => (CORE_DIST.test(args.importer) && !args.pluginData?.sideEffectFree ? resolveSideEffectFree(b, args) : undefined));
       b.onResolve({ filter: SIDE_EFFECT_FREE }, (args) => (args.pluginData?.sideEffectFree ? undefined : resolveSideEffectFree(b, args)));
     },
   },
