@@ -47,6 +47,26 @@ describe('the micro-batcher that pays a claim, a record or a fan-out per batch',
     expect(batches).toEqual([['deploy', 'deploy', 'scan:1#a', 'run', 'scan:2'], ['scan:1#b']]);
   });
 
+  it('never has two items with one key on the wire at once, even with room for another flush: the later waits for the first to settle', async () => {
+    const { batches, flush } = recordingFlush();
+    const settledAt: Record<string, number> = {};
+    const startedAt: Record<string, number> = {};
+    let clock = 0;
+    const timed = async (items: string[]) => {
+      for (const item of items) startedAt[item] = clock++;
+      const results = await flush(items);
+      for (const item of items) settledAt[item] = clock++;
+      return results;
+    };
+    const batcher = new MicroBatcher(timed, { maxBatch: 10, maxInFlight: 2, key: (item) => item.split('#')[0] });
+
+    const results = await Promise.all(['scan:1#a', 'run', 'scan:1#b', 'scan:2'].map((item) => batcher.submit(item)));
+
+    expect(results).toEqual(['done:scan:1#a', 'done:run', 'done:scan:1#b', 'done:scan:2']);
+    expect(batches).toEqual([['scan:1#a', 'run', 'scan:2'], ['scan:1#b']]);
+    expect(startedAt['scan:1#b']!).toBeGreaterThan(settledAt['scan:1#a']!);
+  });
+
   it('flushes again item by item when a batch is refused, so only the poisoned item fails', async () => {
     const { batches, flush } = recordingFlush(new Set(['bad']));
     const batcher = new MicroBatcher(flush, { maxBatch: 100, maxInFlight: 2 });

@@ -6,7 +6,9 @@
  * one item Postgres refuses (a poisoned id, bytes it cannot store) fails only itself.
  *
  * Two items with the same key never share a batch (one UPDATE … FROM cannot move one row
- * twice): the second waits for the next batch.
+ * twice), nor are they on the wire at once: the second waits until the batch holding the first
+ * has settled, so items with one key reach the database in the order they were submitted (with
+ * two batches in flight, the later batch could otherwise take the row's lock first).
  */
 export interface MicroBatcherOptions<I> {
   maxBatch: number;
@@ -28,6 +30,8 @@ export class MicroBatcher<I, O> {
   private queue: Array<Pending<I, O>> = [];
   private inFlight = 0;
   private scheduled = false;
+  /** The keys of the items in the batches on the wire. */
+  private readonly keysInFlight = new Set<string>();
 
   constructor(
     private readonly flush: (items: I[]) => Promise<O[]>,
@@ -54,6 +58,10 @@ export class MicroBatcher<I, O> {
   private run(): void {
     if (this.inFlight >= this.options.maxInFlight || this.queue.length === 0) return;
     const batch = this.take();
+    // Every waiting item's key is on the wire: the batch holding it schedules again when it settles.
+    if (batch.length === 0) return;
+    const keys = this.keysOf(batch);
+    for (const k of keys) this.keysInFlight.add(k);
     this.inFlight += 1;
     this.flushSplittingOnError(batch.map((pending) => pending.item))
       .then((results) => {
@@ -64,6 +72,7 @@ export class MicroBatcher<I, O> {
         });
       })
       .finally(() => {
+        for (const k of keys) this.keysInFlight.delete(k);
         this.inFlight -= 1;
         this.schedule();
       });
@@ -82,6 +91,12 @@ export class MicroBatcher<I, O> {
     }
   }
 
+  private keysOf(batch: ReadonlyArray<Pending<I, O>>): string[] {
+    const { key } = this.options;
+    if (!key) return [];
+    return batch.map((pending) => key(pending.item)).filter((k): k is string => k !== undefined);
+  }
+
   private take(): Array<Pending<I, O>> {
     const { key, maxBatch } = this.options;
     if (!key) return this.queue.splice(0, maxBatch);
@@ -90,7 +105,7 @@ export class MicroBatcher<I, O> {
     const seen = new Set<string>();
     for (const pending of this.queue) {
       const k = key(pending.item);
-      if (batch.length < maxBatch && (k === undefined || !seen.has(k))) {
+      if (batch.length < maxBatch && (k === undefined || (!seen.has(k) && !this.keysInFlight.has(k)))) {
         if (k !== undefined) seen.add(k);
         batch.push(pending);
       } else rest.push(pending);

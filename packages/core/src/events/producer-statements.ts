@@ -158,7 +158,7 @@ const PRODUCE_SQL = `WITH d_input AS (
      ${answerSql('scan', 's_fact', 's_site', 's_site.scan_id = s_fact.id', ['id', 'site_id', 'status', 'score', 'trigger', 'started_at', 'completed_at', 'failed_at', 'categories'])}`;
 
 /** The name the statement is prepared under; a new text needs a new name (runNamedStatement). */
-export const PRODUCE_STATEMENT = 'svc_produce_v1';
+const PRODUCE_STATEMENT = 'svc_produce_v1';
 
 export type ProducerKind = 'deployment' | 'aiRun' | 'scan';
 
@@ -167,9 +167,6 @@ export type ProducerInput =
   | { kind: 'deployment'; siteId: string; powerUpId: string }
   | { kind: 'aiRun'; siteId: string; compositeScore: number; engines: EngineScore[] }
   | { kind: 'scan'; scanId: string; score: number; categories: ScanCategory[] };
-
-/** The fact each kind records. */
-export type ProducedFact<K extends ProducerKind> = K extends 'deployment' ? PowerUpDeployment : K extends 'aiRun' ? AiMonitorRun : Scan;
 
 /** An answer row: the kind, the input's position among its kind's, the fan-out, and the fact's columns. */
 type ProducedRow = {
