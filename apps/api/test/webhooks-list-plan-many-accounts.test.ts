@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { createDb, createSubscription, type Db, LIST_SUBSCRIPTIONS_JSON_SQL, listSubscriptionsAsJson, newId, randomHex } from '@svc/core';
+import { createDb, createSubscription, type Db, LIST_SUBSCRIPTIONS_JSON_SQL, listSubscriptionsAsJsonArray, newId, randomHex } from '@svc/core';
 import { createIsolatedDatabase, seedAccount } from '@svc/core/testing';
 
 let isolated: { url: string; drop(): Promise<void> };
@@ -35,7 +35,7 @@ afterAll(async () => {
 describe('the webhooks list statement the API runs, among many accounts of very different sizes', () => {
   it('keeps its generic plan, an ordered walk of webhook_subscriptions_account_idx, instead of planning every execution', async () => {
     const { plans, plan } = await db.transaction(async (tx) => {
-      for (let i = 0; i < 10; i++) await listSubscriptionsAsJson(tx, accountId);
+      for (let i = 0; i < 10; i++) await listSubscriptionsAsJsonArray(tx, accountId);
       const stats = await tx.raw("SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = 'svc_list_subscriptions_json'");
       await tx.raw('SET LOCAL plan_cache_mode = force_generic_plan');
       await tx.raw(`PREPARE webhooks_list_plan_probe AS ${LIST_SUBSCRIPTIONS_JSON_SQL.replace('?', '$1').replace('?', '$2').replace('?', '$3')}`);
@@ -54,10 +54,10 @@ describe('the webhooks list statement the API runs, among many accounts of very 
   });
 
   it('lists every subscription of the small account and of the one with 10,000, newest first', async () => {
-    const few = (await listSubscriptionsAsJson(db, accountId)).map((text) => JSON.parse(text) as { url: string; createdAt: string });
+    const few = JSON.parse(await listSubscriptionsAsJsonArray(db, accountId)) as Array<{ url: string; createdAt: string }>;
     expect(few.map((sub) => sub.url).sort()).toEqual(Array.from({ length: 10 }, (_, i) => `https://hooks.example.com/${i}`).sort());
     expect(few.map((sub) => sub.createdAt)).toEqual(few.map((sub) => sub.createdAt).sort().reverse());
     const [largest] = (await db('webhook_subscriptions').select('account_id').count({ n: '*' }).groupBy('account_id').orderBy('n', 'desc').limit(1)) as Array<{ account_id: string }>;
-    expect(await listSubscriptionsAsJson(db, largest!.account_id)).toHaveLength(10_000);
+    expect(JSON.parse(await listSubscriptionsAsJsonArray(db, largest!.account_id))).toHaveLength(10_000);
   });
 });

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { createDb, createSubscription, type Db, LIST_SUBSCRIPTIONS_JSON_SQL, LIST_SUBSCRIPTIONS_SQL, listSubscriptions, listSubscriptionsAsJson, newId, randomHex } from '@svc/core';
+import { createDb, createSubscription, type Db, LIST_SUBSCRIPTIONS_JSON_SQL, LIST_SUBSCRIPTIONS_SQL, listSubscriptions, listSubscriptionsAsJsonArray, newId, randomHex } from '@svc/core';
 import { createIsolatedDatabase, seedAccount } from '@svc/core/testing';
 
 let isolated: { url: string; drop(): Promise<void> };
@@ -89,7 +89,7 @@ describe('the webhooks list statement the API runs (each row written as JSON by 
 
   it('is planned once per connection: Postgres keeps its generic plan instead of planning every execution', async () => {
     const plans = await db.transaction(async (tx) => {
-      for (let i = 0; i < 10; i++) await listSubscriptionsAsJson(tx, accountId);
+      for (let i = 0; i < 10; i++) await listSubscriptionsAsJsonArray(tx, accountId);
       const result = await tx.raw("SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = 'svc_list_subscriptions_json'");
       return result.rows[0] as { generic_plans: string; custom_plans: string };
     });
@@ -98,6 +98,6 @@ describe('the webhooks list statement the API runs (each row written as JSON by 
   });
 
   it('still lists every subscription of an account, however many', async () => {
-    expect(await listSubscriptionsAsJson(db, crowdedAccountId)).toHaveLength(1_000);
+    expect(JSON.parse(await listSubscriptionsAsJsonArray(db, crowdedAccountId))).toHaveLength(1_000);
   });
 });

@@ -1,7 +1,7 @@
 import express, { Router, type NextFunction, type Request, type Response } from 'express';
 import {
   createSubscription,
-  listSubscriptionsAsJson,
+  listSubscriptionsAsJsonArray,
   revokeSubscription,
   ValidationError,
   type Db,
@@ -60,9 +60,9 @@ export function webhooksRoutes(deps: { db: Db; queues: Pick<Queues, 'delivery'> 
     });
   });
   router.get('/webhooks', requireScope('read:webhooks'), async (_req, res) => {
-    // Each listed subscription comes as JSON text from Postgres (listSubscriptionsAsJson).
-    const subscriptions = await listSubscriptionsAsJson(deps.db, authOf(res).accountId);
-    sendJsonText(res, `{"data":{"subscriptions":[${subscriptions.join(',')}]}}`);
+    // The subscriptions come as one JSON array's text from Postgres (listSubscriptionsAsJsonArray): no presenter here.
+    const subscriptions = await listSubscriptionsAsJsonArray(deps.db, authOf(res).accountId);
+    sendJsonText(res, `{"data":{"subscriptions":${subscriptions}}}`);
   });
   router.delete(
     '/webhooks/:subscriptionId',

@@ -103,15 +103,18 @@ export async function listSubscriptionsAsShown(db: DbOrTx, accountId: string): P
 }
 
 /**
- * The same list as LIST_SUBSCRIPTIONS_SQL (same rows and order, same index walk), each row written
- * by Postgres as the JSON text of the API's listed subscription (spec §4.3), keys in the API's
- * order, with JSON.stringify's bytes. Written by concatenation, not row_to_json: row_to_json looks
- * up every column's type in the catalog again on every row and builds a row value for it, which
- * made this list cost Postgres ~17 % more than the same rows as columns (docs/benchmarks.md, issue
- * 13, webhooks list). Only the values that can hold any text go through a JSON writer: the id and
+ * The same list as LIST_SUBSCRIPTIONS_SQL (same rows and order, same index walk), written by
+ * Postgres as the text of the JSON array the API lists (spec §4.3): each subscription with the
+ * API's keys in the API's order and JSON.stringify's bytes, joined into one row (as the site
+ * list, ADR 20), so the API neither receives and joins a row per subscription nor parses any.
+ * Each subscription is written by concatenation, not row_to_json: row_to_json looks up every
+ * column's type in the catalog again on every row and builds a row value for it, which made this
+ * list cost Postgres ~17 % more than the same rows as columns (docs/benchmarks.md, issue 13,
+ * webhooks list). Only the values that can hold any text go through a JSON writer: the id and
  * the url through to_json, the events through array_to_json (the same escapes as row_to_json);
  * the times are to_char's digits, failure_count an integer, and status one of the three words its
- * CHECK constraint allows, so they are written as they are.
+ * CHECK constraint allows, so they are written as they are. The aggregate's ORDER BY is what
+ * guarantees the order; it is given rows the index walk already ordered.
  *
  * Both LIMITs are bound to NULL, which is LIMIT ALL: every subscription is listed. They are
  * there for the planner: the generic plan of the prepared statement, which cannot see the NULL,
@@ -121,32 +124,33 @@ export async function listSubscriptionsAsShown(db: DbOrTx, accountId: string): P
  * the statistics: with the bench's accounts it was a fraction of a cost unit, and the same list as
  * columns was re-planned on every execution there (ADR 16, webhooks-list-plan.test).
  */
-export const LIST_SUBSCRIPTIONS_JSON_SQL = `SELECT q.json FROM (
-       SELECT '{"id":' || to_json(s.id)::text || ',"url":' || to_json(s.url)::text
-              || ',"events":' || array_to_json(s.events)::text
-              || ',"createdAt":"' || ${isoUtc('s.created_at')}
-              || '","lastDeliveryAt":' || COALESCE('"' || ${isoUtc('s.last_delivery_at')} || '"', 'null')
-              || ',"failureCount":' || s.failure_count::text
-              || ',"status":"' || s.status || '"}' AS json,
-              s.created_at, s.id
-         FROM webhook_subscriptions s
-        WHERE s.account_id = ? AND s.status IN ('active', 'disabled')
-        ORDER BY s.created_at DESC, s.id DESC
-        LIMIT ?
-     ) q
-    ORDER BY q.created_at DESC, q.id DESC
-    LIMIT ?`;
+export const LIST_SUBSCRIPTIONS_JSON_SQL = `SELECT '[' || COALESCE(string_agg(q.json, ',' ORDER BY q.created_at DESC, q.id DESC), '') || ']' AS json FROM (
+       SELECT w.json, w.created_at, w.id FROM (
+         SELECT '{"id":' || to_json(s.id)::text || ',"url":' || to_json(s.url)::text
+                || ',"events":' || array_to_json(s.events)::text
+                || ',"createdAt":"' || ${isoUtc('s.created_at')}
+                || '","lastDeliveryAt":' || COALESCE('"' || ${isoUtc('s.last_delivery_at')} || '"', 'null')
+                || ',"failureCount":' || s.failure_count::text
+                || ',"status":"' || s.status || '"}' AS json,
+                s.created_at, s.id
+           FROM webhook_subscriptions s
+          WHERE s.account_id = ? AND s.status IN ('active', 'disabled')
+          ORDER BY s.created_at DESC, s.id DESC
+          LIMIT ?
+       ) w
+      ORDER BY w.created_at DESC, w.id DESC
+      LIMIT ?
+     ) q`;
 
 const LIST_SUBSCRIPTIONS_JSON = hotRead('svc_list_subscriptions_json', LIST_SUBSCRIPTIONS_JSON_SQL);
 
 /**
  * Every subscription of the account, newest first, auto-disabled ones included, never the
- * secret, each as the JSON text the API lists: the API joins them without parsing each row into
- * objects only to stringify them again.
+ * secret, as the text of the JSON array the API lists (`[]` when there is none).
  */
-export async function listSubscriptionsAsJson(db: DbOrTx, accountId: string): Promise<string[]> {
-  const rows = await runHotRead<{ json: string }>(db, LIST_SUBSCRIPTIONS_JSON, [accountId, null, null]);
-  return rows.map((row) => row.json);
+export async function listSubscriptionsAsJsonArray(db: DbOrTx, accountId: string): Promise<string> {
+  const [row] = await runHotRead<{ json: string }>(db, LIST_SUBSCRIPTIONS_JSON, [accountId, null, null]);
+  return row!.json;
 }
 
 /** Every subscription of the account, newest first, auto-disabled ones included, never the secret. */
