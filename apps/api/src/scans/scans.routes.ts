@@ -1,12 +1,22 @@
 import { Router } from 'express';
-import { getScan, listScanHistory, type Db, type Scan } from '@svc/core';
+import { getScan, listScanHistory, type Db, type HistoryScan, type Scan } from '@svc/core';
 import { authOf, requireScope } from '../auth/authenticate.js';
 import { validateQuery } from '../http/openapi-validators.js';
-import { sendJsonText } from '../http/json-text.js';
 import { requireIdShape } from '../http/path-params.js';
 import { decodeHistoryCursor, encodeHistoryCursor } from './history-cursor.js';
 
 const iso = (date: Date | null) => (date ? date.toISOString() : null);
+
+function presentHistoryScan(scan: HistoryScan) {
+  return {
+    id: scan.id,
+    score: scan.score,
+    status: scan.status,
+    trigger: scan.trigger,
+    startedAt: scan.startedAt,
+    completedAt: scan.completedAt,
+  };
+}
 
 function presentScan(scan: Scan) {
   return {
@@ -39,8 +49,7 @@ export function scansRoutes(deps: { db: Db }, router: Router = Router()): Router
         ...(since ? { since } : {}),
         ...(after ? { after } : {}),
       });
-      // HistoryScan is already the listed object (its keys in the API's order): no presenter copy.
-      sendJsonText(res, JSON.stringify({ data: { scans: page.scans, nextCursor: page.next ? encodeHistoryCursor(page.next) : null } }));
+      res.json({ data: { scans: page.scans.map(presentHistoryScan), nextCursor: page.next ? encodeHistoryCursor(page.next) : null } });
     },
   );
   router.get(

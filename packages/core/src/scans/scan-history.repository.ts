@@ -8,12 +8,10 @@ import { toScan, type Scan, type ScanRow } from './scan.repository.js';
 export const SCAN_HISTORY_MAX_LIMIT = 100;
 
 /**
- * One completed scan in a site's score history, as the API lists it (issue 9): its keys in the
- * API's order, so the API sends these objects without copying them (scans.test checks the keys).
- * The times are ISO 8601 strings in UTC with milliseconds, as Date#toISOString writes them: a
- * page holds 200 of them, and parsing each into a Date only to format it again was a fifth of the
- * endpoint's CPU. Postgres gives them as JSON text (jsonUtc, cheaper for it than to_char) and
- * isoFromJsonUtc completes them.
+ * One completed scan in a site's score history. The times are ISO 8601 strings in UTC with
+ * milliseconds, as Date#toISOString writes them: a page holds 200 of them, and parsing each into a
+ * Date only to format it again was a fifth of the endpoint's CPU. Postgres gives them as JSON text
+ * (jsonUtc, cheaper for it than to_char) and isoFromJsonUtc completes them.
  */
 export interface HistoryScan {
   id: string;
@@ -98,24 +96,20 @@ export async function listScanHistory(db: DbOrTx, accountId: string, siteId: str
   bindings.push(query.limit + 1, siteId, accountId);
   const rows = await runHotRead<HistoryRow>(db, read, bindings);
   if (rows.length === 0) throw new NotFoundError('No site with this id exists in your account.');
-  // One pass, one object per scan, in the API's key order: the API lists these objects as they
-  // are (a page is 100 of them, and each copy of them was GC work on every request).
-  const scans: HistoryScan[] = [];
-  for (const row of rows) {
-    if (row.id === null) continue; // the site's row when it has no completed scan in range
-    scans.push({
+  const scans = rows
+    .filter((row): row is { [K in keyof HistoryRow]: NonNullable<HistoryRow[K]> } => row.id !== null)
+    .map((row) => ({
       id: row.id,
-      score: row.score as number,
-      status: 'completed',
-      trigger: row.trigger as ScanTrigger,
-      startedAt: isoFromJsonUtc(row.started_at as string),
-      completedAt: isoFromJsonUtc(row.completed_at as string),
-    });
-  }
+      score: Number(row.score),
+      status: 'completed' as const,
+      trigger: row.trigger,
+      startedAt: isoFromJsonUtc(row.started_at),
+      completedAt: isoFromJsonUtc(row.completed_at),
+    }));
   if (scans.length <= query.limit) return { scans, next: null };
-  scans.length = query.limit;
-  const last = scans[query.limit - 1] as HistoryScan;
-  return { scans, next: { completedAt: new Date(last.completedAt), id: last.id } };
+  const page = scans.slice(0, query.limit);
+  const last = page[page.length - 1] as HistoryScan;
+  return { scans: page, next: { completedAt: new Date(last.completedAt), id: last.id } };
 }
 
 /** One scan of the account, in any status; NotFoundError for another account's scan or an unknown id. */
