@@ -47,64 +47,8 @@ export async function createSubscription(
 }
 
 /**
- * The list's statement. Its `LIMIT ?` is always bound to NULL, which Postgres reads as LIMIT ALL:
- * every subscription is returned. It is there for the planner. Without it, the prepared
- * statement's generic plan estimates the average account (one account with 1,000 subscriptions
- * makes that hundreds of rows) and is a sequential scan and a sort, so Postgres keeps planning
- * the statement again on every execution instead (0.1-0.5 ms of its CPU each time). With a LIMIT
- * it cannot see, the generic plan walks webhook_subscriptions_account_idx in order, sorting
- * nothing, and is kept (webhooks-list-plan.test).
- */
-export const LIST_SUBSCRIPTIONS_SQL = `SELECT id, url, array_to_json(events)::text AS events_json, status,
-          ${isoUtc('created_at')} AS created_iso, ${isoUtc('last_delivery_at')} AS last_delivery_iso, failure_count
-     FROM webhook_subscriptions
-    WHERE account_id = ? AND status IN ('active', 'disabled')
-    ORDER BY created_at DESC, id DESC
-    LIMIT ?`;
-
-const LIST_SUBSCRIPTIONS = hotRead('svc_list_subscriptions', LIST_SUBSCRIPTIONS_SQL);
-
-/**
- * A subscription as the API lists it: times as ISO 8601 text and the events from JSON (one native
- * JSON.parse instead of pg's text[] parser, and no Date parsed only to be formatted again).
- */
-export interface ShownSubscription {
-  id: string;
-  url: string;
-  events: string[];
-  status: SubscriptionStatus;
-  createdAt: string;
-  lastDeliveryAt: string | null;
-  failureCount: number;
-}
-
-interface ShownSubscriptionRow {
-  id: string;
-  url: string;
-  events_json: string;
-  status: SubscriptionStatus;
-  created_iso: string;
-  last_delivery_iso: string | null;
-  failure_count: number;
-}
-
-/** Every subscription of the account, newest first, auto-disabled ones included, never the secret; times as ISO text. */
-export async function listSubscriptionsAsShown(db: DbOrTx, accountId: string): Promise<ShownSubscription[]> {
-  const rows = await runHotRead<ShownSubscriptionRow>(db, LIST_SUBSCRIPTIONS, [accountId, null]);
-  return rows.map((row) => ({
-    id: row.id,
-    url: row.url,
-    events: JSON.parse(row.events_json) as string[],
-    status: row.status,
-    createdAt: row.created_iso,
-    lastDeliveryAt: row.last_delivery_iso,
-    failureCount: row.failure_count,
-  }));
-}
-
-/**
- * The same list as LIST_SUBSCRIPTIONS_SQL (same rows and order, same index walk), written by
- * Postgres as the text of the JSON array the API lists (spec §4.3): each subscription with the
+ * The account's subscriptions, newest first (an ordered walk of webhook_subscriptions_account_idx),
+ * written by Postgres as the text of the JSON array the API lists (spec §4.4): each subscription with the
  * API's keys in the API's order and JSON.stringify's bytes, joined into one row (as the site
  * list, ADR 20), so the API neither receives and joins a row per subscription nor parses any.
  * Each subscription is written by concatenation, not row_to_json: row_to_json looks up every
@@ -153,10 +97,15 @@ export async function listSubscriptionsAsJsonArray(db: DbOrTx, accountId: string
   return row!.json;
 }
 
-/** Every subscription of the account, newest first, auto-disabled ones included, never the secret. */
+/**
+ * Every subscription of the account, newest first, auto-disabled ones included, never the
+ * secret, as objects: the same statement as the API's list, parsed (as listSites does).
+ */
 export async function listSubscriptions(db: DbOrTx, accountId: string): Promise<SubscriptionListing[]> {
-  const shown = await listSubscriptionsAsShown(db, accountId);
-  return shown.map((sub) => ({
+  const listed = JSON.parse(await listSubscriptionsAsJsonArray(db, accountId)) as Array<
+    Omit<SubscriptionListing, 'createdAt' | 'lastDeliveryAt'> & { createdAt: string; lastDeliveryAt: string | null }
+  >;
+  return listed.map((sub) => ({
     ...sub,
     createdAt: new Date(sub.createdAt),
     lastDeliveryAt: sub.lastDeliveryAt === null ? null : new Date(sub.lastDeliveryAt),
