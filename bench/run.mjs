@@ -3,7 +3,7 @@
 // config) against plain baselines measured in the same run on the same machine, and prints the
 // ratios. See docs/benchmarks.md.
 //
-//   node bench/run.mjs [--quick] [--only=api,throughput,latency,retry,fanout,memory,cli] [--runs=N] [--cpu-prof]
+//   node bench/run.mjs [--quick] [--only=api,throughput,…,cli] [--api-targets=history,…] [--runs=N] [--cpu-prof]
 //
 // Everything stays on loopback, in the database svc_bench and under a Redis prefix unique to the
 // run (deleted at the end). Every wait is bounded; a watchdog ends the run if it overstays.
@@ -27,6 +27,11 @@ import { sleep } from './lib/stats.mjs';
 import { summarizeProfile } from './profile-summary.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
+// BENCH_API_NODE_ARGS / BENCH_BASE_NODE_ARGS add Node flags to the API / the baseline API for an
+// experiment (e.g. "--trace-gc", "--max-semi-space-size=64": docs/adr/0022); a run with them is
+// not a measurement of the service as an operator starts it, and is reported as partial.
+const API_FLAGS = process.env.BENCH_API_NODE_ARGS?.split(' ').filter(Boolean) ?? [];
+const BASE_FLAGS = process.env.BENCH_BASE_NODE_ARGS?.split(' ').filter(Boolean) ?? [];
 const BENCH = fileURLToPath(new URL('.', import.meta.url));
 const ALL_CASES = ['api', 'throughput', 'scaleout', 'latency', 'retry', 'fanout', 'memory', 'cli'];
 
@@ -34,26 +39,33 @@ const ALL_CASES = ['api', 'throughput', 'scaleout', 'latency', 'retry', 'fanout'
 // Parameters
 
 const args = process.argv.slice(2);
+const USAGE = `node bench/run.mjs [--quick] [--only=${ALL_CASES.join(',')}] [--api-targets=history,detail-10k,…] [--runs=N] [--cpu-prof]`;
 const flag = (name) => args.includes(`--${name}`);
 const option = (name) => args.find((a) => a.startsWith(`--${name}=`))?.split('=')[1];
 for (const a of args) {
-  if (!/^--(quick|cpu-prof|only=[a-z,]+|runs=\d+|help)$/.test(a)) {
-    console.error(`unknown argument ${a}; usage: node bench/run.mjs [--quick] [--only=${ALL_CASES.join(',')}] [--runs=N] [--cpu-prof]`);
+  if (!/^--(quick|cpu-prof|only=[a-z,]+|api-targets=[a-z0-9,-]+|runs=\d+|help)$/.test(a)) {
+    console.error(`unknown argument ${a}; usage: ${USAGE}`);
     process.exit(2);
   }
 }
 if (flag('help')) {
-  console.log(`usage: node bench/run.mjs [--quick] [--only=${ALL_CASES.join(',')}] [--runs=N] [--cpu-prof]`);
+  console.log(`usage: ${USAGE}`);
   process.exit(0);
 }
 const quick = flag('quick');
 const only = option('only')?.split(',') ?? ALL_CASES;
 for (const c of only) if (!ALL_CASES.includes(c)) throw new Error(`unknown case ${c}`);
 const cpuProf = flag('cpu-prof');
+// Case 1 measures only these targets (ids as the log prints them, e.g. history or history-100k),
+// both sides of each: a quicker loop while profiling one endpoint. Omitted: every target.
+const apiTargetIds = option('api-targets')?.split(',');
 
 const FULL = {
   runs: 3,
   apiDurationS: 10,
+  // Case 1: each measurement is this many slices of apiDurationS / apiSlices s, round-robin with
+  // the other targets of its group (runApiCases).
+  apiSlices: 5,
   apiWarmupS: 2,
   connections: 50,
   // Case 1b: the normal load beside an invalid-key flood (the flood uses `connections`).
@@ -100,6 +112,7 @@ const QUICK = {
   ...FULL,
   runs: 1,
   apiDurationS: 3,
+  apiSlices: 1,
   apiWarmupS: 1,
   keysSmall: 2_000,
   keysHundred: 500,
@@ -213,8 +226,10 @@ for (const signal of ['SIGINT', 'SIGTERM']) {
 process.on('exit', () => killAllChildren('SIGKILL'));
 
 async function main() {
-  const mode = quick ? 'quick' : only.length === ALL_CASES.length ? 'full' : `partial: ${only.join(',')}`;
+  const experiment = API_FLAGS.length > 0 || BASE_FLAGS.length > 0;
+  const mode = quick ? 'quick' : only.length === ALL_CASES.length && !apiTargetIds && !experiment ? 'full' : `partial: ${only.join(',')}${apiTargetIds ? ` (case 1: ${apiTargetIds.join(',')})` : ''}`;
   log(`bench ${mode}: prefix ${PREFIX}, database ${DATABASE_URL}, logs ${logDir}`);
+  if (experiment) log(`experiment: node flags of the api ${API_FLAGS.join(' ') || '(none)'}, of the baseline api ${BASE_FLAGS.join(' ') || '(none)'}`);
   const cert = makeCertificate(tmp);
 
   log('resetting the bench database and migrating');
@@ -253,7 +268,7 @@ async function main() {
     NODE_EXTRA_CA_CERTS: cert.certPath,
     ...extra,
   });
-  const api = spawnNode('api', 'apps/api/dist/src/main.js', { cwd: ROOT, logDir, cpuProfDir: profDir, env: serviceEnv({ PORT: String(apiPort) }) });
+  const api = spawnNode('api', 'apps/api/dist/src/main.js', { cwd: ROOT, logDir, cpuProfDir: profDir, nodeArgs: API_FLAGS, env: serviceEnv({ PORT: String(apiPort) }) });
   const apiBase = `http://127.0.0.1:${apiPort}`;
 
   let dispatcher;
@@ -323,6 +338,7 @@ async function main() {
     };
     const basePort = await freePort();
     const baselineApi = spawnNode('baseline-api', join(BENCH, 'baseline-api.mjs'), {
+      nodeArgs: BASE_FLAGS,
       cwd: ROOT,
       logDir,
       cpuProfDir: profDir,
@@ -346,8 +362,10 @@ async function main() {
       history: await responseSize(baseBase, `/api/v1/sites/${fx.history.sites.s10k}/scans`, 'tok'),
     };
     log(`api: response bytes service ${JSON.stringify(sizes)}, baseline ${JSON.stringify(baseSizes)}`);
-    const { targets, pools } = apiTargets(fx, apiBase, baseBase, { api: api.pid, baseline: baselineApi.pid });
-    results.api = await runApiCases({ targets, runs: P.runs, durationS: P.apiDurationS, warmupS: P.apiWarmupS, connections: P.connections, log, fits: (lastRunMs) => fits('api', lastRunMs), budget: results.budget });
+    const { targets: allTargets, pools } = apiTargets(fx, apiBase, baseBase, { api: api.pid, baseline: baselineApi.pid });
+    const targets = apiTargetIds ? allTargets.filter((t) => apiTargetIds.includes(t.id)) : allTargets;
+    if (targets.length === 0) throw new Error(`--api-targets=${apiTargetIds} names no target of case 1 (${[...new Set(allTargets.map((t) => t.id))]})`);
+    results.api = await runApiCases({ targets, runs: P.runs, durationS: P.apiDurationS, slices: P.apiSlices, warmupS: P.apiWarmupS, connections: P.connections, log, fits: (lastRunMs) => fits('api', lastRunMs), budget: results.budget });
     results.apiFlood = [];
     for (let r = 0; r < P.runs; r++) {
       const m = await floodRun({
@@ -544,6 +562,9 @@ function buildReport(results, machine, mode) {
   let invalid = false;
   const per = (arr, fn) => arr.map(fn);
   const atLeast = (x) => ({ ratio }) => ratio.median >= x;
+  if (API_FLAGS.length || BASE_FLAGS.length) {
+    notes.push(`Experiment: the API ran with the extra Node flags ${API_FLAGS.join(' ') || '(none)'}, the baseline API with ${BASE_FLAGS.join(' ') || '(none)'} (BENCH_API_NODE_ARGS, BENCH_BASE_NODE_ARGS).`);
+  }
 
   if (results.api) {
     const a = results.api;
@@ -551,6 +572,7 @@ function buildReport(results, machine, mode) {
     const pair = (id, label, extra = {}) => {
       const svc = runsOf(`${id}:svc`);
       const base = runsOf(`${id}:base`);
+      if (!svc.length || !base.length) return; // not measured (--api-targets)
       const ratio = (f) => svc.map((m, i) => m[f] / base[i][f]);
       rows.push({ case: '1', figure: `${label} req/s`, format: 'rps', svc: per(svc, (m) => m.reqPerSec), baseline: per(base, (m) => m.reqPerSec), ratio: ratio('reqPerSec'), ...(extra.rps ?? {}) });
       rows.push({ case: '1', figure: `${label} p50`, unit: 'ms', format: 'ms', svc: per(svc, (m) => m.p50), baseline: per(base, (m) => m.p50), ratio: ratio('p50') });
@@ -593,7 +615,7 @@ function buildReport(results, machine, mode) {
     const hot = Object.entries(results.apiHotKeys).filter(([, n]) => n > 0);
     if (hot.length) notes.push(`Warning: keys were reused within 61 s (${JSON.stringify(Object.fromEntries(hot))}); a 429 would show as non-2xx above.`);
     notes.push(
-      `Case 1: autocannon, ${P.connections} connections, ${P.apiDurationS} s per measurement after a ${P.apiWarmupS} s warm-up; every key serves at most 55 requests per minute (keys: ${P.keysSmall} + ${P.keysHundred} + ${P.keysLarge} + ${P.keysHistory}), so the 60/min limit (default RATE_LIMIT_PER_MINUTE) never triggers. Response bytes, service vs baseline: ${JSON.stringify(results.apiSizes.service)} vs ${JSON.stringify(results.apiSizes.baseline)}.`,
+      `Case 1: autocannon, ${P.connections} connections, ${P.apiDurationS} s per measurement (${P.apiSlices} slices of ${P.apiDurationS / P.apiSlices} s, round-robin with the other targets of the endpoint: baseline, service, growth cases) after a ${P.apiWarmupS} s warm-up; every key serves at most 55 requests per minute (keys: ${P.keysSmall} + ${P.keysHundred} + ${P.keysLarge} + ${P.keysHistory}), so the 60/min limit (default RATE_LIMIT_PER_MINUTE) never triggers. Response bytes, service vs baseline: ${JSON.stringify(results.apiSizes.service)} vs ${JSON.stringify(results.apiSizes.baseline)}.`,
     );
     // Case 1b (issue 8).
     if (results.apiFlood?.length) {
@@ -614,6 +636,7 @@ function buildReport(results, machine, mode) {
     const growth = (figure, small, large, note) => {
       const s = runsOf(`${small}:svc`);
       const l = runsOf(`${large}:svc`);
+      if (!s.length || !l.length) return; // not measured (--api-targets)
       rows.push({ case: '7', figure, format: 'rps', unit: 'req/s', svc: per(l, (m) => m.reqPerSec), baseline: per(s, (m) => m.reqPerSec), ratio: l.map((m, i) => m.reqPerSec / s[i].reqPerSec), target: note ?? '≈ 1 (≥ 0.90×)', met: note ? null : atLeast(0.9) });
     };
     growth('GET /api/v1/sites/{id}, 10,000 sites (baseline: 10 sites)', 'detail', 'detail-10k');
