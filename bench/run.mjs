@@ -615,7 +615,7 @@ function buildReport(results, machine, mode) {
     const hot = Object.entries(results.apiHotKeys).filter(([, n]) => n > 0);
     if (hot.length) notes.push(`Warning: keys were reused within 61 s (${JSON.stringify(Object.fromEntries(hot))}); a 429 would show as non-2xx above.`);
     notes.push(
-      `Case 1: autocannon, ${P.connections} connections, ${P.apiDurationS} s per measurement (${P.apiSlices} slices of ${P.apiDurationS / P.apiSlices} s, round-robin with the other targets of the endpoint: baseline, service, growth cases) after a ${P.apiWarmupS} s warm-up; every key serves at most 55 requests per minute (keys: ${P.keysSmall} + ${P.keysHundred} + ${P.keysLarge} + ${P.keysHistory}), so the 60/min limit (default RATE_LIMIT_PER_MINUTE) never triggers. Response bytes, service vs baseline: ${JSON.stringify(results.apiSizes.service)} vs ${JSON.stringify(results.apiSizes.baseline)}.`,
+      `Case 1: autocannon, ${P.connections} connections, ${P.apiDurationS} s per measurement (${P.apiSlices} slices of ${P.apiDurationS / P.apiSlices} s, round-robin with the other targets of the endpoint: baseline, service, growth cases; ${P.apiSlices > 1 ? "p50/p99 leave out each slice's first 300 ms, while its connections open, on both sides alike, and the log gives those apart" : 'one block'}) after a ${P.apiWarmupS} s warm-up; every key serves at most 55 requests per minute (keys: ${P.keysSmall} + ${P.keysHundred} + ${P.keysLarge} + ${P.keysHistory}), so the 60/min limit (default RATE_LIMIT_PER_MINUTE) never triggers. Response bytes, service vs baseline: ${JSON.stringify(results.apiSizes.service)} vs ${JSON.stringify(results.apiSizes.baseline)}.`,
     );
     // Case 1b (issue 8).
     if (results.apiFlood?.length) {
