@@ -65,6 +65,36 @@ function patchPackageFile(name, file, find, replacement) {
   };
 }
 
+/**
+ * An esbuild plugin that makes some top-level requires of one file of a package lazy: each
+ * `const Name = require('spec');` (or `const { Name } = require('spec');`) listed becomes a stand-in
+ * that requires the module on its first use (a call, `new`, or a property read such as
+ * `Name.extend`). For modules a command never uses but the package requires at load: their code
+ * then never runs and is never compiled, and the bundle's code cache no longer holds it.
+ * A listed require no longer found leaves the file as it is, with a warning, like patchPackageFile.
+ */
+function lazyRequires(name, file, specifiers) {
+  const filter = new RegExp(`[\\\\/]node_modules[\\\\/]${file.split('/').map((part) => part.replace(/\./g, '\\.')).join('[\\\\/]')}$`);
+  const stub = 'const __svcLazy = (load) => { let loaded; const target = () => (loaded ??= load()); return new Proxy(function () {}, { construct: (_, args) => Reflect.construct(target(), args), apply: (_, self, args) => Reflect.apply(target(), self, args), get: (_, key) => target()[key] }); };\n';
+  return {
+    name,
+    setup(b) {
+      b.onLoad({ filter }, async (args) => {
+        let source = await readFile(args.path, 'utf8');
+        for (const spec of specifiers) {
+          const quoted = spec.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
+          const line = new RegExp(`^const (\\{ (\\w+) \\}|\\w+) = require\\('${quoted}'\\);$`, 'm');
+          const match = line.exec(source);
+          if (!match) return { warnings: [{ text: `${file} no longer requires ${spec} as expected (bundle left as is)` }] };
+          const [, binding, member] = match;
+          source = source.replace(line, member ? `const ${member} = __svcLazy(() => require('${spec}').${member});` : `const ${binding} = __svcLazy(() => require('${spec}'));`);
+        }
+        return { contents: stub + source, loader: 'js' };
+      });
+    },
+  };
+}
+
 const CLOUDFLARE_PROBE = 'function isCloudflareRuntime() {';
 
 const PLUGINS = [
@@ -89,6 +119,24 @@ const PLUGINS = [
     "const childProcess = require('node:child_process');",
     "const childProcess = { spawn: (...args) => require('node:child_process').spawn(...args) };",
   ),
+  // knex requires at load its schema builders and compilers (for `knex.schema`), its migrator and
+  // seeder (`knex.migrate`, `knex.seed`) and assert: the CLI uses none of them but assert's
+  // failure path. Required on first use instead: ~1/10 of a command's start-up CPU (docs/adr/0023).
+  lazyRequires('knex-schema-on-use', 'knex/lib/client.js', [
+    './schema/builder', './schema/compiler', './schema/tablebuilder', './schema/tablecompiler',
+    './schema/columnbuilder', './schema/columncompiler', './schema/viewbuilder.js', './schema/viewcompiler.js',
+  ]),
+  lazyRequires('knex-pg-schema-on-use', 'knex/lib/dialects/postgres/index.js', [
+    './schema/pg-columncompiler', './schema/pg-tablecompiler', './schema/pg-viewcompiler', './schema/pg-viewbuilder', './schema/pg-compiler',
+  ]),
+  lazyRequires('knex-builders-on-use', 'knex/lib/knex-builder/Knex.js', ['../schema/builder', '../schema/viewbuilder', '../schema/columnbuilder', '../schema/tablebuilder']),
+  lazyRequires('knex-migrator-on-use', 'knex/lib/knex-builder/make-knex.js', ['../migrations/migrate/Migrator', '../migrations/seed/Seeder']),
+  lazyRequires('knex-assert-on-use', 'knex/lib/query/querybuilder.js', ['assert']),
+  lazyRequires('knex-join-assert-on-use', 'knex/lib/query/joinclause.js', ['assert']),
+  lazyRequires('knex-analytic-assert-on-use', 'knex/lib/query/analytic.js', ['assert']),
+  // pg requires dns at load for one lookup made only for pg-native's connection string, which
+  // the CLI never builds: dns (and its resolver) is required when first used instead.
+  patchPackageFile('pg-dns-on-use', 'pg/lib/connection-parameters.js', "const dns = require('dns')", "const dns = { lookup: (...args) => require('dns').lookup(...args) }"),
   {
     name: 'side-effect-free-packages',
     setup(b) {

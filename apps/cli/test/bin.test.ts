@@ -1,5 +1,6 @@
 import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { isIP } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -104,7 +105,7 @@ describe('the svc bin', () => {
     expect(await db('deliveries').join('events', 'events.id', 'deliveries.event_id').where({ 'events.account_id': accountId })).toHaveLength(1);
   });
 
-  it('runs a command without starting the ES module loader of Node or loading child_process, from a bundle with only the postgres dialect of knex (docs/adr/0019)', async () => {
+  it('runs a command without starting the ES module loader of Node or loading child_process, assert or dns, from a bundle with only the postgres dialect of knex (docs/adr/0019, 0023)', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'svc-bin-modules-'));
     try {
       // Preloaded into a process: on exit, it writes down every module Node loaded.
@@ -124,6 +125,10 @@ describe('the svc bin', () => {
       const added = modules.filter((module) => !bare.modules.includes(module));
       expect(added).toContain('NativeModule net');
       expect(added.filter((module) => module.includes('modules/esm/') || /child_process|dgram/.test(module))).toEqual([]);
+      // knex's asserts and pg's dns lookup (for pg-native only) are required on first use (ADR 23);
+      // a host name to connect to would load dns for its own lookup.
+      expect(added).not.toContain('NativeModule assert');
+      if (isIP(new URL(TEST_DATABASE_URL).hostname)) expect(added).not.toContain('NativeModule dns');
       expect(await db('accounts').where({ id: (JSON.parse(stdout) as { id: string }).id }).first()).toMatchObject({ name });
     } finally {
       rmSync(dir, { recursive: true, force: true });
