@@ -75,7 +75,8 @@ function patchPackageFile(name, file, find, replacement) {
  */
 function lazyRequires(name, file, specifiers) {
   const filter = new RegExp(`[\\\\/]node_modules[\\\\/]${file.split('/').map((part) => part.replace(/\./g, '\\.')).join('[\\\\/]')}$`);
-  const stub = 'const __svcLazy = (load) => { let loaded; const target = () => (loaded ??= load()); return new Proxy(function () {}, { construct: (_, args) => Reflect.construct(target(), args), apply: (_, self, args) => Reflect.apply(target(), self, args), get: (_, key) => target()[key] }); };\n';
+  // Appended, as a hoisted function declaration, so that a file's 'use strict' stays its first statement.
+  const stub = '\nfunction __svcLazy(load) { let loaded; const target = () => (loaded ??= load()); return new Proxy(function () {}, { construct: (_, args) => Reflect.construct(target(), args), apply: (_, self, args) => Reflect.apply(target(), self, args), get: (_, key) => target()[key] }); }\n';
   return {
     name,
     setup(b) {
@@ -89,7 +90,7 @@ function lazyRequires(name, file, specifiers) {
           const [, binding, member] = match;
           source = source.replace(line, member ? `const ${member} = __svcLazy(() => require('${spec}').${member});` : `const ${binding} = __svcLazy(() => require('${spec}'));`);
         }
-        return { contents: stub + source, loader: 'js' };
+        return { contents: source + stub, loader: 'js' };
       });
     },
   };
