@@ -8,14 +8,20 @@
  * matching subscriptions per event, ADR 13) and answers the first attempts to queue. The SQL text
  * is the same for every batch (arrays, unnest; a kind absent from a batch is three empty arrays),
  * so it is one prepared statement per connection.
+ *
+ * Each input carries the call's identity, minted when the call was made (producers.ts): its event
+ * id, its fact's id and the producer's idempotency key if it gave one. A try of a call that an
+ * earlier try already committed (its connection lost after COMMIT) therefore fails on a unique index
+ * (the event's or fact's primary key, events_idempotency_key_idx) or, for a scan, finds it no
+ * longer running: it writes nothing, and findRecordedCalls answers what the first try recorded.
  */
 import type { Db } from '../db/knex.js';
 import { runNamedStatement } from '../db/named-statement.js';
-import { newId } from '../ids.js';
 import { toAiMonitorRun, type AiMonitorRun, type AiMonitorRunRow } from '../ai-monitor/ai-run.repository.js';
 import type { EngineScore } from '../ai-monitor/engine-scores.js';
 import type { PowerUpDeployment } from '../power-ups/deployment.repository.js';
 import type { ScanCategory } from '../scans/scan-inputs.js';
+import { ConflictError } from '../errors.js';
 import { toScan, type Scan, type ScanRow } from '../scans/scan.repository.js';
 import { producerFanOutSql, toProducerFanOut, type ProducerFanOut } from '../deliveries/fan-out.js';
 import { eventBodySegments, type EventDataByType, type EventType } from './event-types.js';
@@ -109,24 +115,24 @@ function answerSql(kind: ProducerKind, fact: string, site: string, factOfSite: s
  * (`targets`, `event`, `created`: producerFanOutSql) and the answer, one row per fact.
  */
 const PRODUCE_SQL = `WITH d_input AS (
-       SELECT * FROM unnest(:dSiteIds::text[], :dDeploymentIds::text[], :dPowerUpIds::text[], :dEvIds::text[]${deploymentBody.unnestArgs})
-         WITH ORDINALITY AS i(site_id, deployment_id, power_up_id, ev_id${deploymentBody.unnestColumns}, ord)
+       SELECT * FROM unnest(:dSiteIds::text[], :dDeploymentIds::text[], :dPowerUpIds::text[], :dEvIds::text[], :dEvKeys::text[]${deploymentBody.unnestArgs})
+         WITH ORDINALITY AS i(site_id, deployment_id, power_up_id, ev_id, ev_key${deploymentBody.unnestColumns}, ord)
      ), d_site AS (
        SELECT d_input.*, s.account_id FROM d_input JOIN sites s ON s.id = d_input.site_id
      ), d_fact AS (
        INSERT INTO power_up_deployments (id, site_id, power_up_id) SELECT deployment_id, site_id, power_up_id FROM d_site
        RETURNING id, site_id, power_up_id, deployed_at
      ), a_input AS (
-       SELECT * FROM unnest(:aSiteIds::text[], :aRunIds::text[], :aCompositeScores::float8[], :aEngines::text[], :aEvIds::text[]${aiRunBody.unnestArgs})
-         WITH ORDINALITY AS i(site_id, run_id, composite_score, engines, ev_id${aiRunBody.unnestColumns}, ord)
+       SELECT * FROM unnest(:aSiteIds::text[], :aRunIds::text[], :aCompositeScores::float8[], :aEngines::text[], :aEvIds::text[], :aEvKeys::text[]${aiRunBody.unnestArgs})
+         WITH ORDINALITY AS i(site_id, run_id, composite_score, engines, ev_id, ev_key${aiRunBody.unnestColumns}, ord)
      ), a_site AS (
        SELECT a_input.*, s.account_id, s.domain FROM a_input JOIN sites s ON s.id = a_input.site_id
      ), a_fact AS (
        INSERT INTO ai_monitor_runs (id, site_id, composite_score, engines) SELECT run_id, site_id, composite_score, engines::jsonb FROM a_site
        RETURNING id, site_id, composite_score, completed_at, engines
      ), s_input AS (
-       SELECT * FROM unnest(:sScanIds::text[], :sScores::float8[], :sCategories::text[], :sEvIds::text[]${scanBody.unnestArgs})
-         WITH ORDINALITY AS i(scan_id, score, categories, ev_id${scanBody.unnestColumns}, ord)
+       SELECT * FROM unnest(:sScanIds::text[], :sScores::float8[], :sCategories::text[], :sEvIds::text[], :sEvKeys::text[]${scanBody.unnestArgs})
+         WITH ORDINALITY AS i(scan_id, score, categories, ev_id, ev_key${scanBody.unnestColumns}, ord)
      ), s_fact AS (
        UPDATE scans SET status = 'completed', score = s_input.score, completed_at = CURRENT_TIMESTAMP(3), categories = s_input.categories::jsonb
          FROM s_input
@@ -137,17 +143,17 @@ const PRODUCE_SQL = `WITH d_input AS (
      ), clock AS (
        SELECT date_trunc('milliseconds', clock_timestamp()) AS now
      ), site AS (
-       SELECT input.ev_id, input.account_id, 'power_up.deployed'::text AS ev_type, ${deploymentBody.sql} AS body
+       SELECT input.ev_id, input.ev_key, input.account_id, 'power_up.deployed'::text AS ev_type, ${deploymentBody.sql} AS body
          FROM d_fact JOIN d_site input ON input.deployment_id = d_fact.id, clock
        UNION ALL
-       SELECT input.ev_id, input.account_id, 'ai_check.completed'::text, ${aiRunBody.sql}
+       SELECT input.ev_id, input.ev_key, input.account_id, 'ai_check.completed'::text, ${aiRunBody.sql}
          FROM a_fact JOIN a_site input ON input.run_id = a_fact.id, clock
        UNION ALL
-       SELECT input.ev_id, input.account_id, 'scan.completed'::text, ${scanBody.sql}
+       SELECT input.ev_id, input.ev_key, input.account_id, 'scan.completed'::text, ${scanBody.sql}
          FROM s_fact JOIN s_site input ON input.scan_id = s_fact.id, clock
      ), ${fanOut.targetsCte}, event AS (
-       INSERT INTO events (id, account_id, type, body, created_at, fanned_out_at)
-       SELECT site.ev_id, site.account_id, site.ev_type, site.body, clock.now, ${fanOut.fannedOutSql('site.ev_id')}
+       INSERT INTO events (id, account_id, type, body, created_at, fanned_out_at, idempotency_key)
+       SELECT site.ev_id, site.account_id, site.ev_type, site.body, clock.now, ${fanOut.fannedOutSql('site.ev_id')}, site.ev_key
          FROM site, clock
        RETURNING id, fanned_out_at
      ), ${fanOut.createdCte}
@@ -158,15 +164,20 @@ const PRODUCE_SQL = `WITH d_input AS (
      ${answerSql('scan', 's_fact', 's_site', 's_site.scan_id = s_fact.id', ['id', 'site_id', 'status', 'score', 'trigger', 'started_at', 'completed_at', 'failed_at', 'categories'])}`;
 
 /** The name the statement is prepared under; a new text needs a new name (runNamedStatement). */
-const PRODUCE_STATEMENT = 'svc_produce_v1';
+const PRODUCE_STATEMENT = 'svc_produce_v2';
 
 export type ProducerKind = 'deployment' | 'aiRun' | 'scan';
 
-/** One producer call's input, by kind. */
-export type ProducerInput =
-  | { kind: 'deployment'; siteId: string; powerUpId: string }
-  | { kind: 'aiRun'; siteId: string; compositeScore: number; engines: EngineScore[] }
-  | { kind: 'scan'; scanId: string; score: number; categories: ScanCategory[] };
+/**
+ * One producer call's input, by kind, with its identity: the ids of the event and of the fact it
+ * creates (a scan's is the scan's own) and the producer's idempotency key (null when it gave none),
+ * the same for every try of the call.
+ */
+export type ProducerInput = (
+  | { kind: 'deployment'; siteId: string; powerUpId: string; deploymentId: string }
+  | { kind: 'aiRun'; siteId: string; compositeScore: number; engines: EngineScore[]; runId: string }
+  | { kind: 'scan'; scanId: string; score: number; categories: ScanCategory[] }
+) & { eventId: string; idempotencyKey: string | null };
 
 /** An answer row: the kind, the input's position among its kind's, the fan-out, and the fact's columns. */
 type ProducedRow = {
@@ -177,7 +188,7 @@ type ProducedRow = {
   fanned_out: boolean;
 } & Record<(typeof FACT_COLUMNS)[number], unknown>;
 
-function factOf(row: ProducedRow): PowerUpDeployment | AiMonitorRun | Scan {
+function factOf(row: Omit<ProducedRow, 'ord'>): PowerUpDeployment | AiMonitorRun | Scan {
   switch (row.kind) {
     case 'deployment':
       return { id: row.id as string, siteId: row.site_id as string, powerUpId: row.power_up_id as string, deployedAt: row.deployed_at as Date };
@@ -201,25 +212,26 @@ export async function produceWithEvents(db: Db, inputs: readonly ProducerInput[]
   const aiRuns = positions.aiRun.map((i) => inputs[i] as Extract<ProducerInput, { kind: 'aiRun' }>);
   const scans = positions.scan.map((i) => inputs[i] as Extract<ProducerInput, { kind: 'scan' }>);
   if (new Set(scans.map((input) => input.scanId)).size !== scans.length) throw new Error('produceWithEvents: a scan named twice in one batch');
-  const deploymentIds = deployments.map(() => newId('dep'));
-  const runIds = aiRuns.map(() => newId('run'));
 
   const rows = await runNamedStatement<ProducedRow>(db, PRODUCE_STATEMENT, PRODUCE_SQL, {
     dSiteIds: deployments.map((input) => input.siteId),
-    dDeploymentIds: deploymentIds,
+    dDeploymentIds: deployments.map((input) => input.deploymentId),
     dPowerUpIds: deployments.map((input) => input.powerUpId),
-    dEvIds: deployments.map(() => newId('evt')),
-    ...deploymentBody.bindings(deployments.map((input, i) => ({ deploymentId: deploymentIds[i] as string, siteId: input.siteId, powerUpId: input.powerUpId }))),
+    dEvIds: deployments.map((input) => input.eventId),
+    dEvKeys: deployments.map((input) => input.idempotencyKey),
+    ...deploymentBody.bindings(deployments.map((input) => ({ deploymentId: input.deploymentId, siteId: input.siteId, powerUpId: input.powerUpId }))),
     aSiteIds: aiRuns.map((input) => input.siteId),
-    aRunIds: runIds,
+    aRunIds: aiRuns.map((input) => input.runId),
     aCompositeScores: aiRuns.map((input) => input.compositeScore),
     aEngines: aiRuns.map((input) => JSON.stringify(input.engines)),
-    aEvIds: aiRuns.map(() => newId('evt')),
-    ...aiRunBody.bindings(aiRuns.map((input, i) => ({ runId: runIds[i] as string, siteId: input.siteId, domain: '', compositeScore: input.compositeScore }))),
+    aEvIds: aiRuns.map((input) => input.eventId),
+    aEvKeys: aiRuns.map((input) => input.idempotencyKey),
+    ...aiRunBody.bindings(aiRuns.map((input) => ({ runId: input.runId, siteId: input.siteId, domain: '', compositeScore: input.compositeScore }))),
     sScanIds: scans.map((input) => input.scanId),
     sScores: scans.map((input) => input.score),
     sCategories: scans.map((input) => JSON.stringify(input.categories)),
-    sEvIds: scans.map(() => newId('evt')),
+    sEvIds: scans.map((input) => input.eventId),
+    sEvKeys: scans.map((input) => input.idempotencyKey),
     ...scanBody.bindings(scans.map((input) => ({ scanId: input.scanId, siteId: '', domain: '', score: input.score }))),
     ...fanOut.bindings,
   });
@@ -231,4 +243,73 @@ export async function produceWithEvents(db: Db, inputs: readonly ProducerInput[]
     answers[at] = { fact: factOf(row), eventId: row.event_id, fanOut: toProducerFanOut(row) };
   }
   return answers;
+}
+
+/**
+ * What the earlier tries of calls recorded: the event with the call's id or idempotency key, the
+ * fact it announces and its first attempts still waiting (queued again by the producer: BullMQ
+ * ignores a job id it holds). The fact is found by the id in the event's body, so a key recorded by
+ * another process's try is found too.
+ */
+const RECORDED_SQL = `SELECT e.id AS event_id, e.idempotency_key,
+         CASE e.type WHEN 'power_up.deployed' THEN 'deployment' WHEN 'ai_check.completed' THEN 'aiRun' ELSE 'scan' END AS kind,
+         e.fanned_out_at IS NOT NULL AS fanned_out,
+         (SELECT coalesce(json_agg(json_build_array(d.id, d.subscription_id)), '[]') FROM deliveries d
+           WHERE d.event_id = e.id AND d.redelivery_of IS NULL AND d.status = 'pending' AND d.attempt_count = 0) AS first_attempts,
+         coalesce(dep.id, run.id, scan.id) AS id, coalesce(dep.site_id, run.site_id, scan.site_id) AS site_id,
+         dep.power_up_id, dep.deployed_at, run.composite_score, coalesce(run.completed_at, scan.completed_at) AS completed_at,
+         run.engines, scan.status, scan.score, scan.trigger, scan.started_at, scan.failed_at, scan.categories
+    FROM events e
+    LEFT JOIN power_up_deployments dep ON e.type = 'power_up.deployed' AND dep.id = e.body::jsonb #>> '{data,deploymentId}'
+    LEFT JOIN ai_monitor_runs run ON e.type = 'ai_check.completed' AND run.id = e.body::jsonb #>> '{data,runId}'
+    LEFT JOIN scans scan ON e.type = 'scan.completed' AND scan.id = e.body::jsonb #>> '{data,scanId}'
+   WHERE e.id = ANY(:eventIds::text[]) OR e.idempotency_key = ANY(:keys::text[])`;
+
+type RecordedRow = Omit<ProducedRow, 'ord'> & { idempotency_key: string | null };
+
+/**
+ * For each input, what an earlier try of the same call recorded (same event id, or same
+ * idempotency key): the fact and event it answered, with the first attempts still waiting; a
+ * ConflictError when the key was recorded for another input (another site, kind, Power-Up or
+ * score), or for a fact since deleted; undefined when nothing was recorded. One read.
+ */
+export async function findRecordedCalls(
+  db: Db,
+  inputs: readonly ProducerInput[],
+): Promise<Array<Produced<PowerUpDeployment | AiMonitorRun | Scan> | ConflictError>> {
+  if (inputs.length === 0) return [];
+  const keys = inputs.map((input) => input.idempotencyKey).filter((key): key is string => key !== null);
+  const { rows } = (await db.raw(RECORDED_SQL, { eventIds: inputs.map((input) => input.eventId), keys })) as { rows: RecordedRow[] };
+  return inputs.map((input) => {
+    const row = rows.find((r) => r.event_id === input.eventId || (input.idempotencyKey !== null && r.idempotency_key === input.idempotencyKey));
+    if (!row) return undefined;
+    const key = input.idempotencyKey === null ? '' : ` idempotency key ${JSON.stringify(input.idempotencyKey)}`;
+    if (row.id === null) return new ConflictError(`the call with${key || ' this identity'} was recorded, but what it recorded has since been deleted`);
+    const fact = factOf(row);
+    if (!recordsInput(row.kind, fact, input)) return new ConflictError(`the${key} was already used for another call`);
+    return { fact, eventId: row.event_id, fanOut: toProducerFanOut(row) };
+  });
+}
+
+/** True when a recorded fact is the one this input would have recorded. */
+function recordsInput(kind: ProducerKind, fact: PowerUpDeployment | AiMonitorRun | Scan, input: ProducerInput): boolean {
+  if (kind !== input.kind) return false;
+  switch (input.kind) {
+    case 'deployment': {
+      const deployment = fact as PowerUpDeployment;
+      return deployment.siteId === input.siteId && deployment.powerUpId === input.powerUpId;
+    }
+    case 'aiRun': {
+      const run = fact as AiMonitorRun;
+      return run.siteId === input.siteId && run.compositeScore === input.compositeScore && sameScores(run.engines.map((e) => [e.engine, e.score]), input.engines.map((e) => [e.engine, e.score]));
+    }
+    case 'scan': {
+      const scan = fact as Scan;
+      return scan.id === input.scanId && scan.score === input.score && sameScores(scan.categories.map((c) => [c.name, c.score]), input.categories.map((c) => [c.name, c.score]));
+    }
+  }
+}
+
+function sameScores(a: ReadonlyArray<[string, number]>, b: ReadonlyArray<[string, number]>): boolean {
+  return JSON.stringify(a) === JSON.stringify(b);
 }
