@@ -36,6 +36,8 @@ export interface AppDeps {
   metrics?: ApiMetrics;
   /** The negative cache, when main.ts wires Postgres key-creation notifications to it; else one of its own. */
   unknownKeyCache?: UnknownKeyCache;
+  /** The operator pool (main.ts) /readyz pings through, so probes never take or wait for a request's connection; else `db`. */
+  probeDb?: Db;
 }
 
 /** Builds the API; it never listens (main.ts does), so tests drive it with supertest. */
@@ -65,7 +67,7 @@ export function createApp(deps: AppDeps): Express {
   webhooksRoutes({ db: deps.db, queues: deps.queues }, v1);
   deliveriesRoutes({ db: deps.db, queues: deps.queues, logger: deps.logger }, v1);
 
-  const health = healthRoutes({ db: deps.db, redis: deps.redis, limiter });
+  const health = healthRoutes({ db: deps.probeDb ?? deps.db, redis: deps.redis, limiter });
   const description = [openApiRoutes(), docsRoutes()];
   const routes = new RouteTemplates().add('', health).add('', description[0]!).add('', description[1]!).add('/api/v1', v1);
 

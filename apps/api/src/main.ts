@@ -1,5 +1,7 @@
 import {
   createDb,
+  dbBoundsOf,
+  createOperatorDb,
   createLogger,
   createQueues,
   createRedis,
@@ -9,6 +11,7 @@ import {
   RevocationListener,
   startMetricsServer,
   waitForRedisReady,
+  withApplicationName,
 } from '@svc/core';
 import { ApiMetrics, createApp, KeyCache, UnknownKeyCache } from './app.js';
 import { createApiServer } from './http/server.js';
@@ -16,7 +19,9 @@ import { createApiServer } from './http/server.js';
 const config = loadConfigOrExit();
 
 const logger = createLogger(config.logLevel, { service: 'api' });
-const db = createDb(config.databaseUrl, { poolMax: config.dbPoolMax });
+const db = createDb(withApplicationName(config.databaseUrl, 'svc api'), { poolMax: config.dbPoolMax, bounds: dbBoundsOf(config) });
+// /readyz pings through a pool of its own: a burst of probes never takes a request's connection.
+const probeDb = createOperatorDb(config.databaseUrl, 'svc api operator port');
 const redis = createRedis(config, 'fast-fail');
 redis.on('error', () => undefined); // reported by /readyz and the limiter's fallback log, not once per retry
 const queueRedis = createRedis(config, 'fast-fail');
@@ -48,10 +53,16 @@ const revocations = new RevocationListener(
 await revocations.start();
 
 const metrics = new ApiMetrics();
-// Its own port, never the public one; a taken port is a warning, not a reason to stop serving.
-const metricsServer = await startMetricsServer({ port: config.metricsPort ?? DEFAULT_API_METRICS_PORT, registry: metrics.registry, logger });
+// Its own port, never the public one, on loopback unless METRICS_HOST opens it; a taken port is
+// a warning, not a reason to stop serving.
+const metricsServer = await startMetricsServer({
+  port: config.metricsPort ?? DEFAULT_API_METRICS_PORT,
+  host: config.metricsHost,
+  registry: metrics.registry,
+  logger,
+});
 
-const server = createApiServer(createApp({ config, db, redis, queues, logger, keyCache, unknownKeyCache, metrics }), config);
+const server = createApiServer(createApp({ config, db, redis, queues, logger, keyCache, unknownKeyCache, metrics, probeDb }), config);
 server.listen(config.port, () => {
   const address = server.address();
   logger.info('api listening', { port: typeof address === 'object' && address ? address.port : config.port });
@@ -73,6 +84,7 @@ async function stop(signal: string): Promise<void> {
   redis.disconnect();
   queueRedis.disconnect();
   await db.destroy();
+  await probeDb.destroy();
   logger.info('api stopped');
   // Exit once the last log line is flushed; the timer only guards against a transport that never finishes.
   setTimeout(() => process.exit(0), 2_000).unref();

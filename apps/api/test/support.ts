@@ -45,7 +45,7 @@ export interface TestApi {
  */
 export function createTestApi(
   overrides: Record<string, string> = {},
-  shared?: { db?: Db; redis?: Redis; metrics?: ApiMetrics },
+  shared?: { db?: Db; redis?: Redis; metrics?: ApiMetrics; probeDb?: Db },
   caches?: { keyCache?: KeyCache; unknownKeyCache?: UnknownKeyCache },
 ): TestApi {
   return assemble(overrides, shared, caches);
@@ -89,7 +89,7 @@ export async function createListeningTestApi(
 
 function assemble(
   overrides: Record<string, string>,
-  shared?: { db?: Db; redis?: Redis; metrics?: ApiMetrics },
+  shared?: { db?: Db; redis?: Redis; metrics?: ApiMetrics; probeDb?: Db },
   caches: { keyCache?: KeyCache; unknownKeyCache?: UnknownKeyCache } = {},
   fixed?: Config,
 ): TestApi {
@@ -104,7 +104,7 @@ function assemble(
   queues.fanout.on('error', () => undefined);
   queues.delivery.on('error', () => undefined);
   const logger = createLogger('error', { silent: true });
-  const app = contractChecked(createApp({ config, db, redis, queues, logger, ...caches, ...(shared?.metrics ? { metrics: shared.metrics } : {}) }));
+  const app = contractChecked(createApp({ config, db, redis, queues, logger, ...caches, ...(shared?.metrics ? { metrics: shared.metrics } : {}), ...(shared?.probeDb ? { probeDb: shared.probeDb } : {}) }));
   return {
     app,
     config,

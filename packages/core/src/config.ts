@@ -25,6 +25,8 @@ export interface Config {
   readonly dbPoolMax: number;
   /** Port of the process's own /metrics (and the dispatcher's /healthz, /readyz); undefined: the process's default; 0: off. */
   readonly metricsPort: number | undefined;
+  /** Address the metrics port binds (METRICS_HOST): loopback unless the operator opens it; it has no authentication. */
+  readonly metricsHost: string;
   /** Finished deliveries, their attempts and delivery-less events older than this are purged; 0 keeps them forever. */
   readonly deliveryRetentionDays: number;
   /** When set, every Redis connection finds the master through these Sentinels instead of REDIS_URL. */
@@ -118,6 +120,14 @@ function parseDnsServers(env: Env, name: string): string[] {
   });
 }
 
+/** An IP address to listen on (`127.0.0.1`, `0.0.0.0`, `::`, `::1`, an interface's own address); names are refused, since what a name resolves to can change. */
+function parseBindAddress(env: Env, name: string, fallback: string): string {
+  const raw = read(env, name, fallback);
+  const address = raw.startsWith('[') && raw.endsWith(']') ? raw.slice(1, -1) : raw;
+  if (isIP(address) === 0) throw new ConfigError(name, `must be an IP address to listen on, such as 127.0.0.1, 0.0.0.0 or :: (got "${raw}")`);
+  return address;
+}
+
 function parseDelays(env: Env, name: string, fallback: string): number[] {
   const raw = read(env, name, fallback);
   const parts = raw.split(',').map((part) => part.trim());
@@ -162,6 +172,7 @@ export function loadConfig(env: Env = process.env): Config {
     sweepIntervalMs: parseInteger(env, 'DISPATCHER_SWEEP_INTERVAL_MS', 5_000, 100, 3_600_000),
     dbPoolMax: parseInteger(env, 'DB_POOL_MAX', 20, 1, 1_000),
     metricsPort: read(env, 'METRICS_PORT', '') === '' ? undefined : parseInteger(env, 'METRICS_PORT', 0, 0, 65535),
+    metricsHost: parseBindAddress(env, 'METRICS_HOST', '127.0.0.1'),
     deliveryRetentionDays: parseInteger(env, 'DELIVERY_RETENTION_DAYS', 30, 0, 36_500),
     redisSentinels: parseSentinels(env),
     redisSentinelName: parseSentinelName(env),

@@ -44,6 +44,7 @@ export * from './queues/queues.js';
 export * from './queues/enqueue-after-commit.js';
 export * from './queues/jobs-announcement.js';
 export * from './metrics/metrics-server.js';
+export * from './metrics/operator-db.js';
 export * from './metrics/process-registry.js';
 export * from './deliveries/delivery-stats.repository.js';
 export * from './deliveries/retention.repository.js';

@@ -7,9 +7,21 @@ export interface Readiness {
   reasons?: string[];
 }
 
+/** The operator pool that pings Postgres for a dispatcher's readiness, by the dispatcher's own pool. */
+const probePools = new WeakMap<Db, Db>();
+
+/**
+ * main.ts: the readiness of a dispatcher working on `db` pings Postgres through `probeDb` (its
+ * operator pool), so a burst of probes never takes, nor waits for, a connection deliveries need.
+ * Without it (a dispatcher built alone, in tests) the ping uses `db` itself.
+ */
+export function pingPostgresThrough(db: Db, probeDb: Db): void {
+  probePools.set(db, probeDb);
+}
+
 /** Ready when PostgreSQL and Redis answer within 1 s and both workers are taking jobs. */
 export async function checkReadiness(deps: { db: Db; redis: Redis; workersRunning: () => boolean }): Promise<Readiness> {
-  const [postgres, redis] = await Promise.all([pingDb(deps.db), pingRedis(deps.redis)]);
+  const [postgres, redis] = await Promise.all([pingDb(probePools.get(deps.db) ?? deps.db), pingRedis(deps.redis)]);
   const workers = deps.workersRunning();
   const reasons = [
     ...(postgres ? [] : ['PostgreSQL does not answer']),
@@ -23,12 +35,20 @@ export async function checkReadiness(deps: { db: Db; redis: Redis; workersRunnin
   };
 }
 
-/** The dispatcher's /healthz and /readyz on its metrics port (it has no other HTTP port). */
+/**
+ * The dispatcher's /healthz and /readyz on its metrics port (it has no other HTTP port). Probes
+ * that arrive while a readiness check runs share its answer: a burst of probes is one check.
+ */
 export function healthRoutes(readiness: () => Promise<Readiness>): Record<string, OperatorRoute> {
+  let running: Promise<Readiness> | undefined;
+  const shared = () =>
+    (running ??= readiness().finally(() => {
+      running = undefined;
+    }));
   return {
     '/healthz': () => ({ status: 200, body: { status: 'ok' } }),
     '/readyz': async () => {
-      const answer = await readiness();
+      const answer = await shared();
       return { status: answer.status === 'ready' ? 200 : 503, body: answer };
     },
   };

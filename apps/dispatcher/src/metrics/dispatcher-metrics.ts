@@ -35,9 +35,16 @@ export class DispatcherMetrics {
   private readonly requeued: Counter<'kind'>;
   private readonly purgedRows: Counter<'table'>;
   private sources: { queues: Pick<Queues, 'fanout' | 'delivery'>; db: Db } | undefined;
+  /** The operator pool main.ts gives: the pending gauge reads through it, never through the delivery pool. */
+  private readonly scrapeDb: Db | undefined;
 
-  constructor(registry: Registry = createProcessRegistry()) {
+  /**
+   * `options.db`: the pool scrape-time reads of Postgres use (main.ts: the operator pool), whatever
+   * pool watch() is later given; without it they use that one (tests that build a dispatcher alone).
+   */
+  constructor(registry: Registry = createProcessRegistry(), options: { db?: Db } = {}) {
     this.registry = registry;
+    this.scrapeDb = options.db;
     this.attempts = new Counter({
       name: 'svc_dispatcher_attempts_total',
       help: 'Delivery attempts made, by outcome: delivered, retry, failed (permanently), blocked (SSRF guard), stale (recorded elsewhere first)',
@@ -98,7 +105,7 @@ export class DispatcherMetrics {
       help: 'Deliveries pending in PostgreSQL (to be sent or retried), across all dispatchers',
       registers: [registry],
       async collect() {
-        const db = metrics.sources?.db;
+        const db = metrics.scrapeDb ?? metrics.sources?.db;
         const pending = db ? await readWithin(SCRAPE_READ_MS, () => countPendingDeliveries(db)) : undefined;
         if (pending !== undefined) this.set(pending);
       },

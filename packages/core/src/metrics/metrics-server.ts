@@ -12,8 +12,15 @@ export interface MetricsServerOptions {
   registry: Registry;
   logger: Logger;
   routes?: Record<string, OperatorRoute>;
+  /**
+   * The address to bind (METRICS_HOST); loopback when not given. The port has no authentication,
+   * so it listens on another interface only when the operator says so.
+   */
   host?: string;
 }
+
+/** Where the operator port listens unless told otherwise: this machine only. */
+export const DEFAULT_METRICS_HOST = '127.0.0.1';
 
 export interface MetricsServer {
   /** The port actually bound (useful with port 0 in tests), or undefined when off or not bound. */
@@ -30,17 +37,27 @@ const OFF: MetricsServer = { port: undefined, close: async () => undefined };
  */
 export async function startMetricsServer(options: MetricsServerOptions): Promise<MetricsServer> {
   if (options.port === 0) return OFF;
-  const server = createServer((req, res) => void answer(options, req, res));
+  const host = options.host ?? DEFAULT_METRICS_HOST;
+  const scrape = sharedScrape(options.registry);
+  const server = createServer((req, res) => void answer(options, scrape, req, res));
   const bound = await new Promise<boolean>((resolve) => {
     server.once('error', (error: NodeJS.ErrnoException) => {
-      options.logger.warn('metrics port unavailable; running without /metrics — set METRICS_PORT to a free port, or 0 to turn it off', {
-        variable: 'METRICS_PORT',
-        port: options.port,
-        error: error.code ?? error.message,
-      });
+      // An address this machine does not have is METRICS_HOST's fault; anything else (a taken port) METRICS_PORT's.
+      const hostAtFault = error.code === 'EADDRNOTAVAIL';
+      options.logger.warn(
+        hostAtFault
+          ? 'metrics host unavailable; running without /metrics — set METRICS_HOST to an address of this machine'
+          : 'metrics port unavailable; running without /metrics — set METRICS_PORT to a free port, or 0 to turn it off',
+        {
+          variable: hostAtFault ? 'METRICS_HOST' : 'METRICS_PORT',
+          port: options.port,
+          ...(hostAtFault ? { host } : {}),
+          error: error.code ?? error.message,
+        },
+      );
       resolve(false);
     });
-    server.listen(options.port, options.host, () => resolve(true));
+    server.listen(options.port, host, () => resolve(true));
   });
   if (!bound) return OFF;
   return {
@@ -49,8 +66,22 @@ export async function startMetricsServer(options: MetricsServerOptions): Promise
   };
 }
 
+/**
+ * Scrapes that arrive while one is being collected share its text: a burst of scrapes costs one
+ * collection (one reading of each gauge from Redis or Postgres), not one per scrape.
+ */
+function sharedScrape(registry: Registry): () => Promise<string> {
+  let running: Promise<string> | undefined;
+  return () => {
+    running ??= registry.metrics().finally(() => {
+      running = undefined;
+    });
+    return running;
+  };
+}
+
 /** One request on the operator port; a failing collector is a bare 500, never a crash. */
-async function answer(options: MetricsServerOptions, req: IncomingMessage, res: ServerResponse): Promise<void> {
+async function answer(options: MetricsServerOptions, scrape: () => Promise<string>, req: IncomingMessage, res: ServerResponse): Promise<void> {
   try {
     const path = new URL(req.url ?? '/', 'http://metrics').pathname;
     if (req.method !== 'GET' && req.method !== 'HEAD') {
@@ -58,7 +89,7 @@ async function answer(options: MetricsServerOptions, req: IncomingMessage, res: 
       return;
     }
     if (path === '/metrics') {
-      const text = await options.registry.metrics();
+      const text = await scrape();
       res.writeHead(200, { 'content-type': options.registry.contentType }).end(text);
       return;
     }
