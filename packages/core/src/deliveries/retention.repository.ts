@@ -21,7 +21,12 @@ export interface PurgeResult {
   events: number;
 }
 
-const CUTOFF = `clock_timestamp() - make_interval(days => :days)`;
+/**
+ * Postgres's clock at the start of the batch's transaction. Stable, not volatile (as
+ * clock_timestamp() is), so the planner reads it as a value: the scans of deliveries_finished_idx
+ * and events_created_idx stop at the cutoff, and its estimate is the number of rows expired.
+ */
+const CUTOFF = `now() - make_interval(days => :days)`;
 
 /**
  * Finished (delivered or permanently failed) deliveries finished before the cutoff and with no
@@ -49,12 +54,17 @@ const PURGE_DELIVERIES = `
 /**
  * Events older than the cutoff with no delivery left, already fanned out (an event still waiting
  * for its fan-out is work, not history). The row lock keeps a concurrent new delivery of it out.
+ * "No delivery left" is one probe of deliveries_event_id_idx per event, taken oldest first until
+ * the batch is full: OFFSET 0 keeps the planner from turning it into an anti-join, which with many
+ * expired events (a first purge of a long history) it would run as a hash of every delivery, read
+ * in full on every batch. Deleting an event looks its deliveries up (ON DELETE CASCADE) through
+ * the same index.
  */
 const PURGE_EVENTS = `
   WITH doomed AS (
     SELECT e.id FROM events e
      WHERE e.created_at < ${CUTOFF} AND e.fanned_out_at IS NOT NULL
-       AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id)
+       AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id OFFSET 0)
      ORDER BY e.created_at
      LIMIT :batch
      FOR UPDATE SKIP LOCKED
