@@ -28,7 +28,7 @@ export function registerScansCommands(program: Command, kit: CommandKit): void {
     },
   );
 
-  addLeafCommand<{ score: number; category?: Array<{ name: string; score: number }> }>(
+  addLeafCommand<{ score: number; category?: Array<{ name: string; score: number }>; idempotencyKey?: string }>(
     scans,
     kit,
     {
@@ -38,13 +38,15 @@ export function registerScansCommands(program: Command, kit: CommandKit): void {
         c
           .argument('<scanId>', 'the running scan', parseText)
           .requiredOption('--score <n>', 'the scan’s score', parseScore)
-          .option('--category <name=score>', 'a category’s score; repeat for each category (at most 20)', collectNamedScore),
+          .option('--category <name=score>', 'a category’s score; repeat for each category (at most 20)', collectNamedScore)
+          .option('--idempotency-key <key>', 'names the call: run again with the same key (after a lost connection, say), it records nothing twice and prints what was recorded', parseText),
     },
     async ({ args, options, resources }) => {
       const { scan, eventId } = await completeScan(resources.producerDeps(), {
         scanId: args[0] as string,
         score: options.score,
         categories: options.category ?? [],
+        ...(options.idempotencyKey === undefined ? {} : { idempotencyKey: options.idempotencyKey }),
       });
       return {
         json: {

@@ -283,10 +283,10 @@ export async function findRecordedCalls(
   return inputs.map((input) => {
     const row = rows.find((r) => r.event_id === input.eventId || (input.idempotencyKey !== null && r.idempotency_key === input.idempotencyKey));
     if (!row) return undefined;
-    const key = input.idempotencyKey === null ? '' : ` idempotency key ${JSON.stringify(input.idempotencyKey)}`;
-    if (row.id === null) return new ConflictError(`the call with${key || ' this identity'} was recorded, but what it recorded has since been deleted`);
+    const name = input.idempotencyKey === null ? `event id ${input.eventId}` : `idempotency key ${JSON.stringify(input.idempotencyKey)}`;
+    if (row.id === null) return new ConflictError(`the call with ${name} was recorded, but what it recorded has since been deleted`);
     const fact = factOf(row);
-    if (!recordsInput(row.kind, fact, input)) return new ConflictError(`the${key} was already used for another call`);
+    if (!recordsInput(row.kind, fact, input)) return new ConflictError(`${name} was already used for another call`);
     return { fact, eventId: row.event_id, fanOut: toProducerFanOut(row) };
   });
 }
