@@ -47,7 +47,8 @@ export async function insertRedelivery(db: Db, deliveryId: string, owner: Redeli
         WHERE d.id = :deliveryId AND s.status IN ('active', 'disabled')
           ${scoped ? 'AND d.subscription_id = :subscriptionId AND s.account_id = :accountId' : ''}
         -- Held until commit, so the retention purge cannot delete the original under the new row's
-        -- redelivery_of (a purge that got there first leaves no row: not found).
+        -- redelivery_of (a purge that got there first leaves no row: not found); a purge that locks
+        -- it after this commit looks for redeliveries again under that lock and keeps it.
         FOR KEY SHARE OF d
      ), sub AS (
        SELECT s.id, s.status FROM webhook_subscriptions s

@@ -30,20 +30,35 @@ const CUTOFF = `now() - make_interval(days => :days)`;
 
 /**
  * Finished (delivered or permanently failed) deliveries finished before the cutoff and with no
- * attempt since, with their attempts. A pending delivery is never chosen; a row another
- * transaction holds (a redelivery, a revocation) is skipped, not waited for. A delivery that a
- * redelivery still points at (redelivery_of, ON DELETE CASCADE) waits for that redelivery to go
- * first: deleting it would cascade to the redelivery, pending or recent.
+ * attempt since, locked for this batch. A pending delivery is never chosen; a row another
+ * transaction holds (a redelivery being stored, a revocation) is skipped, not waited for. A
+ * delivery that a redelivery still points at (redelivery_of, ON DELETE CASCADE) waits for that
+ * redelivery to go first: deleting it would cascade to the redelivery, pending or recent.
  */
-const PURGE_DELIVERIES = `
+const LOCK_EXPIRED_DELIVERIES = `
+  SELECT d.id FROM deliveries d
+   WHERE d.status <> 'pending' AND d.finished_at < ${CUTOFF}
+     AND NOT EXISTS (SELECT 1 FROM delivery_attempts a WHERE a.delivery_id = d.id AND a.at >= ${CUTOFF})
+     AND NOT EXISTS (SELECT 1 FROM deliveries r WHERE r.redelivery_of = d.id)
+   ORDER BY d.finished_at
+   LIMIT :batch
+   FOR UPDATE SKIP LOCKED`;
+
+/**
+ * Deletes the deliveries locked above, with their attempts, that no redelivery points at now.
+ * A statement of its own, so that its snapshot is taken once the locks are held: the locking
+ * statement's snapshot is as old as its scan, and a redelivery committed while it scanned (the
+ * redelivery holds its original FOR KEY SHARE only until its commit) is invisible to it, yet
+ * would go by cascade with its original. Any redelivery of a locked delivery either committed
+ * before the lock was taken (and is seen here) or waits for this transaction (and finds no
+ * original). Status, finish and attempts need no second look: they change only on the row, or
+ * under its pending state.
+ */
+const DELETE_LOCKED_DELIVERIES = `
   WITH doomed AS (
     SELECT d.id FROM deliveries d
-     WHERE d.status <> 'pending' AND d.finished_at < ${CUTOFF}
-       AND NOT EXISTS (SELECT 1 FROM delivery_attempts a WHERE a.delivery_id = d.id AND a.at >= ${CUTOFF})
+     WHERE d.id = ANY(:ids::text[])
        AND NOT EXISTS (SELECT 1 FROM deliveries r WHERE r.redelivery_of = d.id)
-     ORDER BY d.finished_at
-     LIMIT :batch
-     FOR UPDATE SKIP LOCKED
   ), attempts AS (
     DELETE FROM delivery_attempts a USING doomed WHERE a.delivery_id = doomed.id RETURNING a.id
   ), gone AS (
@@ -71,15 +86,22 @@ const PURGE_EVENTS = `
   )
   DELETE FROM events e USING doomed WHERE e.id = doomed.id RETURNING e.id`;
 
-/** One batch in one transaction under the advisory lock; undefined when another purger holds it. */
-async function purgeBatch(db: Db, options: RetentionOptions): Promise<Omit<PurgeResult, 'ran'> | undefined> {
+/**
+ * One batch in one transaction under the advisory lock; undefined when another purger holds it.
+ * `full`: as many deliveries were locked as a batch holds, so more may be waiting.
+ */
+async function purgeBatch(db: Db, options: RetentionOptions): Promise<(Omit<PurgeResult, 'ran'> & { full: boolean }) | undefined> {
   return db.transaction(async (tx: DbOrTx) => {
     const lock = await tx.raw('SELECT pg_try_advisory_xact_lock(?::bigint) AS locked', [String(RETENTION_LOCK_KEY)]);
     if (!lock.rows[0]?.locked) return undefined;
     const params = { days: options.retentionDays, batch: options.batchSize };
-    const deliveries = (await tx.raw(PURGE_DELIVERIES, params)).rows[0] as { deliveries: number; attempts: number };
+    const locked = ((await tx.raw(LOCK_EXPIRED_DELIVERIES, params)).rows as Array<{ id: string }>).map((row) => row.id);
+    const deliveries =
+      locked.length === 0
+        ? { deliveries: 0, attempts: 0 }
+        : ((await tx.raw(DELETE_LOCKED_DELIVERIES, { ids: locked })).rows[0] as { deliveries: number; attempts: number });
     const events = (await tx.raw(PURGE_EVENTS, params)).rows.length;
-    return { deliveries: deliveries.deliveries, attempts: deliveries.attempts, events };
+    return { deliveries: deliveries.deliveries, attempts: deliveries.attempts, events, full: locked.length === options.batchSize };
   });
 }
 
@@ -98,7 +120,7 @@ export async function purgeExpiredHistory(db: Db, options: RetentionOptions): Pr
     total.deliveries += purged.deliveries;
     total.attempts += purged.attempts;
     total.events += purged.events;
-    if (purged.deliveries < options.batchSize && purged.events < options.batchSize) break;
+    if (!purged.full && purged.events < options.batchSize) break;
   }
   return total;
 }
