@@ -1,5 +1,6 @@
 import {
   createDb,
+  dbBoundsOf,
   loadConfig,
   type Config,
   type Db,
@@ -47,7 +48,7 @@ export class CliResources {
   }
 
   db(): Db {
-    this.openDb ??= createDb(this.config().databaseUrl, { poolMax: CLI_DB_POOL_MAX });
+    this.openDb ??= createDb(this.config().databaseUrl, { poolMax: CLI_DB_POOL_MAX, bounds: dbBoundsOf(this.config()) });
     return this.openDb;
   }
 

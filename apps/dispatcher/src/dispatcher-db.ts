@@ -1,4 +1,4 @@
-import { createDb, type Db } from '@svc/core';
+import { createDb, DEFAULT_DB_BOUNDS, type Db, type DbBounds } from '@svc/core';
 
 /**
  * The dispatcher's pool. Its hot statements (claims, records, fan-outs) each take a batch of ids
@@ -7,6 +7,6 @@ import { createDb, type Db } from '@svc/core';
  * well under a millisecond of Postgres CPU per batch; a generic plan made while the tables were
  * small read every delivery row for each attempt recorded.
  */
-export function createDispatcherDb(databaseUrl: string, poolMax: number): Db {
-  return createDb(databaseUrl, { poolMax, customPlans: true });
+export function createDispatcherDb(databaseUrl: string, poolMax: number, bounds: DbBounds = DEFAULT_DB_BOUNDS): Db {
+  return createDb(databaseUrl, { poolMax, customPlans: true, bounds });
 }

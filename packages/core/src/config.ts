@@ -23,6 +23,10 @@ export interface Config {
   readonly perSubscriptionConcurrency: number;
   readonly sweepIntervalMs: number;
   readonly dbPoolMax: number;
+  /** Longest a statement of the service may run (DB_STATEMENT_TIMEOUT_MS); Postgres cancels it past that. */
+  readonly dbStatementTimeoutMs: number;
+  /** Longest a statement waits for a row or table lock (DB_LOCK_TIMEOUT_MS) before it fails and is retried. */
+  readonly dbLockTimeoutMs: number;
   /** Port of the process's own /metrics (and the dispatcher's /healthz, /readyz); undefined: the process's default; 0: off. */
   readonly metricsPort: number | undefined;
   /** Address the metrics port binds (METRICS_HOST): loopback unless the operator opens it; it has no authentication. */
@@ -171,6 +175,8 @@ export function loadConfig(env: Env = process.env): Config {
     perSubscriptionConcurrency: parseInteger(env, 'DISPATCHER_PER_SUBSCRIPTION_CONCURRENCY', 10, 1, 10_000),
     sweepIntervalMs: parseInteger(env, 'DISPATCHER_SWEEP_INTERVAL_MS', 5_000, 100, 3_600_000),
     dbPoolMax: parseInteger(env, 'DB_POOL_MAX', 20, 1, 1_000),
+    dbStatementTimeoutMs: parseInteger(env, 'DB_STATEMENT_TIMEOUT_MS', 30_000, 100, 3_600_000),
+    dbLockTimeoutMs: parseInteger(env, 'DB_LOCK_TIMEOUT_MS', 5_000, 10, 3_600_000),
     metricsPort: read(env, 'METRICS_PORT', '') === '' ? undefined : parseInteger(env, 'METRICS_PORT', 0, 0, 65535),
     metricsHost: parseBindAddress(env, 'METRICS_HOST', '127.0.0.1'),
     deliveryRetentionDays: parseInteger(env, 'DELIVERY_RETENTION_DAYS', 30, 0, 36_500),

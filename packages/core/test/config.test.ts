@@ -58,6 +58,11 @@ describe('loadConfig', () => {
     });
   });
 
+  it('bounds every statement and lock wait of the service’s pools by default, and reads their variables', () => {
+    expect(loadConfig({})).toMatchObject({ dbStatementTimeoutMs: 30_000, dbLockTimeoutMs: 5_000 });
+    expect(loadConfig({ DB_STATEMENT_TIMEOUT_MS: '120000', DB_LOCK_TIMEOUT_MS: '250' })).toMatchObject({ dbStatementTimeoutMs: 120_000, dbLockTimeoutMs: 250 });
+  });
+
   it('bounds the dispatcher’s sockets and DNS lookups by default, and reads their variables (issue 8)', () => {
     expect(loadConfig({})).toMatchObject({
       webhookMaxSockets: 200,
@@ -118,6 +123,9 @@ describe('loadConfig', () => {
     ['WEBHOOK_DNS_TRIES', '0'],
     ['WEBHOOK_DNS_SERVERS', 'ns1.example.com'],
     ['WEBHOOK_DNS_SERVERS', '10.0.0.1:99999'],
+    ['DB_STATEMENT_TIMEOUT_MS', '0'],
+    ['DB_STATEMENT_TIMEOUT_MS', 'forever'],
+    ['DB_LOCK_TIMEOUT_MS', '5'],
   ])('refuses %s=%p with a ConfigError naming the variable', (variable, value) => {
     const thrown = thrownBy({ [variable]: value });
 

@@ -52,7 +52,7 @@ export async function ensureDatabase(databaseUrl: string): Promise<boolean> {
 /** Creates the database if needed and applies every pending migration; idempotent. */
 export async function migrateToLatest(databaseUrl: string): Promise<{ created: boolean; applied: string[] }> {
   const created = await ensureDatabase(databaseUrl);
-  const db = createDb(databaseUrl, { poolMax: 2 });
+  const db = createDb(databaseUrl, { poolMax: 2, bounds: { statementTimeoutMs: 0, lockTimeoutMs: 0 } });
   try {
     const [, applied] = (await db.migrate.latest({
       directory: MIGRATIONS_DIR,
