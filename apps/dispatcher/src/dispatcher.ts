@@ -22,7 +22,8 @@ import { WebhookClient } from './http/webhook-client.js';
 import { createAttemptBatches } from './processors/attempt-batches.js';
 import { createDeliverProcessor } from './processors/deliver.processor.js';
 import { createFanoutProcessor } from './processors/fanout.processor.js';
-import { SubscriptionSlots } from './processors/subscription-slots.js';
+import { FairSlots } from './processors/fair-slots.js';
+import { SubscriptionAccounts } from './processors/subscription-accounts.js';
 import { Sweeper } from './sweeps/sweeper.js';
 
 /** A job whose worker died is handed to another after at most this long. */
@@ -30,6 +31,23 @@ const JOB_LOCK_MS = 15_000;
 const STALLED_CHECK_MS = 5_000;
 /** Fan-out jobs taken at once: the ones taken together are fanned out by one statement. */
 const FANOUT_CONCURRENCY = 32;
+/** Of DISPATCHER_CONCURRENCY's slots, the part kept for accounts with no attempt in flight (docs/architecture.md). */
+const IDLE_ACCOUNT_RESERVE = 0.2;
+/** Claims waiting this long with none answered: the claim loop makes no progress, and /readyz says so. */
+export const CLAIM_STALL_MS = 15_000;
+
+/**
+ * The dispatcher's slots: DISPATCHER_CONCURRENCY attempts in flight, a fifth of them kept for
+ * accounts with none in flight, and as many attempts again waiting in this process for a slot.
+ * The delivery worker takes that many jobs and the reserve again, so that however many wait,
+ * a job of another account is still picked up at once.
+ */
+function slotsFor(config: Pick<Config, 'dispatcherConcurrency' | 'perSubscriptionConcurrency'>) {
+  const slots = config.dispatcherConcurrency;
+  const reserve = slots > 1 ? Math.max(1, Math.round(slots * IDLE_ACCOUNT_RESERVE)) : 0;
+  const options = { slots, reserve, perSubscription: config.perSubscriptionConcurrency, maxWaiting: slots };
+  return { options, workerConcurrency: slots + options.maxWaiting + Math.max(1, reserve) };
+}
 
 export interface DispatcherDeps {
   config: Pick<
@@ -59,6 +77,8 @@ export interface DispatcherDeps {
   ca?: string | Buffer;
   /** The metrics main.ts serves on METRICS_PORT; else a registry of this dispatcher's own. */
   metrics?: DispatcherMetrics;
+  /** How long claims may wait with none answered before /readyz says they are stalled (default CLAIM_STALL_MS). */
+  claimStallMs?: number;
 }
 
 export interface Dispatcher {
@@ -98,6 +118,10 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
     dns: { timeoutMs: config.webhookDnsTimeoutMs, tries: config.webhookDnsTries, servers: config.webhookDnsServers },
     ...(deps.ca ? { ca: deps.ca } : {}),
   });
+  const fair = slotsFor(config);
+  const slots = new FairSlots(fair.options);
+  const leaseMs = config.webhookTimeoutMs + ATTEMPT_LEASE_MARGIN_MS;
+  const batches = createAttemptBatches({ db, leaseMs, retryDelaysMs: config.webhookRetryDelaysMs });
   const workerOptions = {
     connection: workerRedis,
     prefix: config.queuePrefix,
@@ -122,16 +146,14 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
         db,
         queues,
         client,
-        slots: new SubscriptionSlots(config.perSubscriptionConcurrency),
-        batches: createAttemptBatches({
-          db,
-          leaseMs: config.webhookTimeoutMs + ATTEMPT_LEASE_MARGIN_MS,
-          retryDelaysMs: config.webhookRetryDelaysMs,
-        }),
+        slots,
+        accounts: new SubscriptionAccounts(db),
+        leaseMs,
+        batches,
         logger,
         metrics,
       }),
-      { ...workerOptions, concurrency: config.dispatcherConcurrency },
+      { ...workerOptions, concurrency: fair.workerConcurrency },
     );
     for (const worker of [fanoutWorker, deliveryWorker]) {
       worker.on('failed', (job, error) => {
@@ -154,7 +176,15 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
   return {
     metrics,
     readiness: () =>
-      checkReadiness({ db, redis: producerRedis, workersRunning: () => workers.length > 0 && workers.every((worker) => worker.isRunning()) }),
+      checkReadiness({
+        db,
+        redis: producerRedis,
+        workersRunning: () => workers.length > 0 && workers.every((worker) => worker.isRunning()),
+        claimsStalledForMs: () => {
+          const stalled = batches.claimsStalledForMs();
+          return stalled >= (deps.claimStallMs ?? CLAIM_STALL_MS) ? stalled : 0;
+        },
+      }),
     purgeHistory: () => retention.runOnce(),
     socketCounts: () => client.socketCounts(),
     start() {
@@ -171,7 +201,10 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
         const announcementsClosed = announcements.stop();
         await Promise.all([sweeper.stop(), retention.stop()]);
         workerRedis.off('ready', startWorkers);
-        await Promise.all(workers.map((worker) => worker.close()));
+        // Attempts waiting for a slot go back to the queue; those in flight finish.
+        const closing = workers.map((worker) => worker.close());
+        slots.stop();
+        await Promise.all(closing);
         await endIfNeverReady(producerRedis);
         await queues.close();
         client.close();

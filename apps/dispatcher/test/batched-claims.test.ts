@@ -100,7 +100,7 @@ describe('claims and records of several attempts in one statement', () => {
     expect(await h.db('webhook_subscriptions').where({ id: sub.id }).first('failure_count')).toEqual({ failure_count: 0 });
   });
 
-  it('fails at once, unsent, a delivery whose attempt failed after its subscription was auto-disabled, and keeps failureCount at 100', async () => {
+  it('fails at once, unsent, a delivery whose attempt (even its 7th) failed after its subscription was auto-disabled, and keeps failureCount at 100', async () => {
     const tenant = await seedTenant(h);
     const sub = await tenant.subscribe(`/ok/disabled-on-the-wire-${uniqueTag()}`);
     const early = await delivery(tenant, sub.id);
@@ -118,7 +118,7 @@ describe('claims and records of several attempts in one statement', () => {
     const rows = await h.db('deliveries').whereIn('id', [early, last]).select('id', 'status', 'attempt_count', 'next_attempt_at', 'failure_reason');
     const byId = new Map(rows.map((row) => [row.id as string, row]));
     expect(byId.get(early)).toMatchObject({ status: 'failed', attempt_count: 1, next_attempt_at: null, failure_reason: 'subscription disabled' });
-    expect(byId.get(last)).toMatchObject({ status: 'failed', attempt_count: 7, failure_reason: 'attempts exhausted' });
+    expect(byId.get(last)).toMatchObject({ status: 'failed', attempt_count: 7, failure_reason: 'subscription disabled' });
     expect(await h.db('webhook_subscriptions').where({ id: sub.id }).first('status', 'failure_count')).toEqual({ status: 'disabled', failure_count: 100 });
   });
 });

@@ -128,7 +128,7 @@ describe('the dispatcher’s /metrics after real deliveries', () => {
     expect(health.status).toBe(200);
     expect(JSON.parse(health.text)).toEqual({ status: 'ok' });
     expect(ready.status).toBe(200);
-    expect(JSON.parse(ready.text)).toEqual({ status: 'ready', checks: { postgres: 'ok', redis: 'ok', workers: 'running' } });
+    expect(JSON.parse(ready.text)).toEqual({ status: 'ready', checks: { postgres: 'ok', redis: 'ok', workers: 'running', claims: 'progressing' } });
   });
 
   it('answers /readyz 503 naming the workers once they are stopped, while /healthz stays 200', async () => {
@@ -159,7 +159,7 @@ describe('the dispatcher’s /metrics after real deliveries', () => {
 
       expect(readiness).toEqual({
         status: 'not_ready',
-        checks: { postgres: 'ok', redis: 'down', workers: 'running' },
+        checks: { postgres: 'ok', redis: 'down', workers: 'running', claims: 'progressing' },
         reasons: ['Redis does not answer'],
       });
     } finally {
@@ -237,7 +237,7 @@ describe('a dispatcher process and its METRICS_PORT', () => {
       }, 20_000, 'the child dispatcher to be ready');
       const metrics = await httpGet(`http://127.0.0.1:${port}/metrics`);
 
-      expect(JSON.parse(ready.text)).toEqual({ status: 'ready', checks: { postgres: 'ok', redis: 'ok', workers: 'running' } });
+      expect(JSON.parse(ready.text)).toEqual({ status: 'ready', checks: { postgres: 'ok', redis: 'ok', workers: 'running', claims: 'progressing' } });
       expect((await httpGet(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
       expect(metrics.status).toBe(200);
       expect(metrics.text).toContain('svc_dispatcher_attempts_total{outcome="delivered"}');

@@ -28,6 +28,7 @@ export * from './power-ups/deployment.repository.js';
 export * from './events/producers.js';
 export * from './deliveries/delivery-limits.js';
 export * from './deliveries/claim-attempt.js';
+export * from './deliveries/subscription-accounts.js';
 export * from './deliveries/record-attempt.js';
 export * from './deliveries/fan-out.js';
 export * from './deliveries/sweep.repository.js';

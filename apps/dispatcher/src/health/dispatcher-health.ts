@@ -2,7 +2,7 @@ import { pingDb, pingRedis, type Db, type OperatorRoute, type Redis } from '@svc
 
 export interface Readiness {
   status: 'ready' | 'not_ready';
-  checks: { postgres: 'ok' | 'down'; redis: 'ok' | 'down'; workers: 'running' | 'stopped' };
+  checks: { postgres: 'ok' | 'down'; redis: 'ok' | 'down'; workers: 'running' | 'stopped'; claims: 'progressing' | 'stalled' };
   /** Present when not ready: each failing check in words, as the API's /readyz gives them. */
   reasons?: string[];
 }
@@ -19,18 +19,28 @@ export function pingPostgresThrough(db: Db, probeDb: Db): void {
   probePools.set(db, probeDb);
 }
 
-/** Ready when PostgreSQL and Redis answer within 1 s and both workers are taking jobs. */
-export async function checkReadiness(deps: { db: Db; redis: Redis; workersRunning: () => boolean }): Promise<Readiness> {
+/**
+ * Ready when PostgreSQL and Redis answer within 1 s, both workers are taking jobs and no claim has
+ * waited for its answer past the stall bound (`claimsStalledForMs`: 0 when none has).
+ */
+export async function checkReadiness(deps: {
+  db: Db;
+  redis: Redis;
+  workersRunning: () => boolean;
+  claimsStalledForMs?: () => number;
+}): Promise<Readiness> {
   const [postgres, redis] = await Promise.all([pingDb(probePools.get(deps.db) ?? deps.db), pingRedis(deps.redis)]);
   const workers = deps.workersRunning();
+  const stalledMs = deps.claimsStalledForMs?.() ?? 0;
   const reasons = [
     ...(postgres ? [] : ['PostgreSQL does not answer']),
     ...(redis ? [] : ['Redis does not answer']),
     ...(workers ? [] : ['the workers are not running (not started, or shutting down)']),
+    ...(stalledMs > 0 ? [`a claim has waited ${Math.round(stalledMs / 1000)} s for Postgres: deliveries make no progress`] : []),
   ];
   return {
     status: reasons.length === 0 ? 'ready' : 'not_ready',
-    checks: { postgres: postgres ? 'ok' : 'down', redis: redis ? 'ok' : 'down', workers: workers ? 'running' : 'stopped' },
+    checks: { postgres: postgres ? 'ok' : 'down', redis: redis ? 'ok' : 'down', workers: workers ? 'running' : 'stopped', claims: stalledMs > 0 ? 'stalled' : 'progressing' },
     ...(reasons.length === 0 ? {} : { reasons }),
   };
 }

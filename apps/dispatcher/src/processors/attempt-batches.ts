@@ -23,6 +23,8 @@ export interface AttemptBatches {
   claim(request: AttemptRequest): Promise<ClaimResult>;
   /** recordAttempt, batched likewise; a final failure (it may disable the subscription) is recorded alone. */
   record(attempt: Pick<ClaimedAttempt, 'deliveryId' | 'subscriptionId' | 'attempt'>, outcome: AttemptOutcome): Promise<RecordResult>;
+  /** How long claims have waited with none answered meanwhile: readiness reports a claim loop that makes no progress. */
+  claimsStalledForMs(): number;
 }
 
 /** Claims and records of the attempts in flight, paid per batch: one transaction (one commit) each. */
@@ -39,6 +41,7 @@ export function createAttemptBatches(deps: { db: Db; leaseMs: number; retryDelay
   });
   return {
     claim: (request) => claims.submit(request),
+    claimsStalledForMs: () => claims.stalledForMs(),
     record(attempt, outcome) {
       const finished = { attempt, outcome };
       if (isFinalFailure(finished)) return recordAttempt(deps.db, attempt, outcome, deps.retryDelaysMs);

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { DelayedError, type Job } from 'bullmq';
 import {
   enqueueDeliveries,
@@ -15,16 +16,28 @@ import {
 import type { WebhookClient } from '../http/webhook-client.js';
 import type { AttemptBatches } from './attempt-batches.js';
 import type { DispatcherMetrics } from '../metrics/dispatcher-metrics.js';
-import type { SubscriptionSlots } from './subscription-slots.js';
+import type { FairSlots } from './fair-slots.js';
+import type { SubscriptionAccounts } from './subscription-accounts.js';
 
-/** How long to put back a job whose subscription has no free slot in this process. */
-const SLOT_BUSY_DELAY_MS = 200;
+/**
+ * How long to put back a job that may not even wait here for a slot (its account's share of the
+ * waiting room is full): its account has that many attempts waiting already, each holding a slot's
+ * worth of work, so it comes back later and spread out rather than circling through Redis.
+ */
+const NO_ROOM_DELAY_MS = 1_000;
+/** Of an attempt's lease, what is kept back when retrying its record: past it, another dispatcher may claim it. */
+const RECORD_DEADLINE_MARGIN_MS = 1_000;
+const FIRST_RECORD_RETRY_MS = 25;
+const MAX_RECORD_RETRY_MS = 500;
 
 export interface DeliverDeps {
   db: Db;
   queues: Pick<Queues, 'delivery'>;
   client: WebhookClient;
-  slots: SubscriptionSlots;
+  slots: FairSlots;
+  accounts: SubscriptionAccounts;
+  /** The lease a claim takes (WEBHOOK_TIMEOUT_MS + ATTEMPT_LEASE_MARGIN_MS): a record is retried within it. */
+  leaseMs: number;
   /** Claims and records, batched across the attempts in flight. */
   batches: AttemptBatches;
   logger: Logger;
@@ -47,24 +60,38 @@ async function putBack(job: Job, token: string | undefined, inMs: number): Promi
   throw new DelayedError();
 }
 
+function isDataError(error: unknown): boolean {
+  const code = (error as { code?: unknown }).code;
+  return typeof code === 'string' && code.startsWith('22');
+}
+
 /**
- * Records the outcome; if Postgres refuses the record itself (a data error, class 22), records
- * it again without the receiver's bytes, so the attempt is not left to be claimed and sent
- * again. Anything else (Postgres unreachable) propagates: the lease runs out, and the claim
- * limit bounds how often the attempt is sent again.
+ * Records a known outcome, so that the attempt is never sent again for want of a record. A
+ * record is idempotent (its attempt row is unique, and it moves only a delivery still waiting
+ * for that attempt), so every failure is retried with the same outcome while the lease lasts:
+ * a deadlock, a serialization failure, a lock or statement timeout, a connection lost before
+ * or after COMMIT. If Postgres refuses the record itself (a data error, class 22), the outcome
+ * is recorded without the receiver's bytes. Past the lease the error propagates: the attempt
+ * may then be claimed and sent again, and the claim limit bounds how often.
  */
-async function recordOrDegrade(deps: DeliverDeps, attempt: ClaimedAttempt, outcome: AttemptOutcome): Promise<RecordResult> {
-  try {
-    return await deps.batches.record(attempt, outcome);
-  } catch (error) {
-    const code = (error as { code?: unknown }).code;
-    if (typeof code !== 'string' || !code.startsWith('22')) throw error;
-    deps.logger.error('attempt outcome refused by Postgres; recording it without the response bytes', {
-      deliveryId: attempt.deliveryId,
-      attempt: attempt.attempt,
-      error: (error as Error).message,
-    });
-    return deps.batches.record(attempt, { ...outcome, responseBytes: null, error: outcome.error?.replace(/[^\x20-\x7e]/g, '?') ?? null });
+async function recordKnownOutcome(deps: DeliverDeps, attempt: ClaimedAttempt, outcome: AttemptOutcome, deadline: number): Promise<RecordResult> {
+  let current = outcome;
+  let waitMs = FIRST_RECORD_RETRY_MS;
+  for (;;) {
+    try {
+      return await deps.batches.record(attempt, current);
+    } catch (error) {
+      const context = { deliveryId: attempt.deliveryId, attempt: attempt.attempt, error: (error as Error).message, code: (error as { code?: unknown }).code };
+      if (isDataError(error) && current === outcome) {
+        deps.logger.error('attempt outcome refused by Postgres; recording it without the response bytes', context);
+        current = { ...outcome, responseBytes: null, error: outcome.error?.replace(/[^\x20-\x7e]/g, '?') ?? null };
+        continue;
+      }
+      if (Date.now() + waitMs > deadline) throw error;
+      deps.logger.warn('recording an attempt outcome failed; retrying it', context);
+      await sleep(waitMs);
+      waitMs = Math.min(MAX_RECORD_RETRY_MS, waitMs * 2);
+    }
   }
 }
 
@@ -80,16 +107,17 @@ export function createDeliverProcessor(deps: DeliverDeps) {
       return;
     }
     const { deliveryId, subscriptionId, attempt } = job.data;
-    if (!deps.slots.tryAcquire(subscriptionId)) {
-      await putBack(job, token, SLOT_BUSY_DELAY_MS + Math.random() * SLOT_BUSY_DELAY_MS);
-    }
+    const slot = await deps.slots.acquire(await deps.accounts.accountOf(subscriptionId), subscriptionId);
+    if (!slot) await putBack(job, token, NO_ROOM_DELAY_MS + Math.random() * NO_ROOM_DELAY_MS);
     try {
+      const claimedFrom = Date.now();
       const claim = await deps.batches.claim({ deliveryId, attempt });
       if (!claim.claimed) {
         const { refusal } = claim;
         if (refusal.reason === 'not-due' || refusal.reason === 'in-flight-elsewhere') {
           await putBack(job, token, refusal.retryInMs);
         }
+        if (refusal.reason === 'busy') await putBack(job, token, refusal.retryInMs * (1 + Math.random()));
         if (refusal.reason === 'subscription-disabled') await failDeliveryOfDisabledSubscription(deps.db, deliveryId);
         if (refusal.reason === 'claim-limit') {
           deps.logger.error('delivery failed: its attempt was claimed again and again without a recorded outcome', {
@@ -102,7 +130,7 @@ export function createDeliverProcessor(deps: DeliverDeps) {
         return;
       }
       const outcome = await deps.client.send(claim.attempt);
-      const result = await recordOrDegrade(deps, claim.attempt, outcome);
+      const result = await recordKnownOutcome(deps, claim.attempt, outcome, claimedFrom + deps.leaseMs - RECORD_DEADLINE_MARGIN_MS);
       deps.metrics.attemptFinished(outcome, result, claim.attempt.lateMs);
       // winston formats (timestamp, JSON) every entry before its transport drops it by level: an
       // info line per attempt cost ~2 % of the dispatcher's CPU under LOG_LEVEL=warn.
@@ -128,7 +156,7 @@ export function createDeliverProcessor(deps: DeliverDeps) {
         await removeDeliveryJobs(deps.queues, result.cancelled).catch(() => undefined);
       }
     } finally {
-      deps.slots.release(subscriptionId);
+      slot?.release();
     }
   };
 }

@@ -27,7 +27,8 @@ export interface Harness {
   receiver: Receiver;
   certificate: TestCertificate;
   dispatchers: Dispatcher[];
-  startDispatcher(overrides?: Record<string, string>, options?: { trustReceiver?: boolean; logger?: Logger }): Dispatcher;
+  /** `db`: a pool of the dispatcher's own, as a separate process would have (default: the harness's). */
+  startDispatcher(overrides?: Record<string, string>, options?: { trustReceiver?: boolean; logger?: Logger; db?: Db }): Dispatcher;
   /** Every Redis key under this harness's queue prefix. */
   queueKeys(): Promise<string[]>;
   close(): Promise<void>;
@@ -66,7 +67,7 @@ export async function createHarness(overrides: Record<string, string> = {}): Pro
       const dispatcherConfig = testConfig({ ...overridesOf(config), ...more, QUEUE_PREFIX: config.queuePrefix });
       const dispatcher = createDispatcher({
         config: dispatcherConfig,
-        db,
+        db: options.db ?? db,
         logger: options.logger ?? logger,
         ...(options.trustReceiver === false ? {} : { ca: certificate.cert }),
       });

@@ -32,6 +32,8 @@ export class MicroBatcher<I, O> {
   private scheduled = false;
   /** The keys of the items in the batches on the wire. */
   private readonly keysInFlight = new Set<string>();
+  /** Since when items have waited without a flush succeeding (meaningful while any waits). */
+  private progressAt = 0;
 
   constructor(
     private readonly flush: (items: I[]) => Promise<O[]>,
@@ -40,6 +42,7 @@ export class MicroBatcher<I, O> {
 
   submit(item: I): Promise<O> {
     return new Promise<O>((resolve, reject) => {
+      if (this.queue.length === 0 && this.inFlight === 0) this.progressAt = Date.now();
       this.queue.push({ item, resolve, reject });
       this.schedule();
     });
@@ -80,10 +83,19 @@ export class MicroBatcher<I, O> {
     this.schedule();
   }
 
+  /**
+   * How long items have waited with no flush succeeding meanwhile (0 when none waits): flushes
+   * that hang, or that fail one after the other, show here as a time that only grows.
+   */
+  stalledForMs(now = Date.now()): number {
+    return this.queue.length === 0 && this.inFlight === 0 ? 0 : now - this.progressAt;
+  }
+
   private async flushSplittingOnError(items: I[]): Promise<Array<Settled<O>>> {
     try {
       const results = await this.flush(items);
       if (results.length !== items.length) throw new Error(`batch flush answered ${results.length} results for ${items.length} items`);
+      this.progressAt = Date.now();
       return results.map((value) => ({ ok: true, value }));
     } catch (error) {
       if (items.length === 1) return [{ ok: false, error }];

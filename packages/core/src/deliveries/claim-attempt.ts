@@ -25,7 +25,9 @@ export type ClaimRefusal =
   /** The attempt was claimed MAX_CLAIMS_PER_ATTEMPT times without an outcome: this claim failed the delivery. */
   | { reason: 'claim-limit'; failureReason: string }
   | { reason: 'not-due'; retryInMs: number }
-  | { reason: 'in-flight-elsewhere'; retryInMs: number };
+  | { reason: 'in-flight-elsewhere'; retryInMs: number }
+  /** Another transaction holds its delivery or subscription row right now (a revocation, an auto-disable): come back. */
+  | { reason: 'busy'; retryInMs: number };
 
 export type ClaimResult = { claimed: true; attempt: ClaimedAttempt } | { claimed: false; refusal: ClaimRefusal };
 
@@ -35,10 +37,16 @@ export interface AttemptRequest {
   attempt: number;
 }
 
+/** How soon a claim refused as `busy` is tried again: about as long as a short transaction holds a row. */
+const BUSY_RETRY_MS = 250;
+
 /**
  * Takes the lease of one attempt: only when the delivery is pending, this attempt is the next,
  * it is due, no other dispatcher holds it and the subscription is active. The subscription row
- * is read FOR SHARE so a concurrent revocation either waits for this lease or is seen here.
+ * is locked FOR KEY SHARE, which a revocation's FOR UPDATE conflicts with (and a record's or an
+ * auto-disable's NO KEY UPDATE does not), so a revocation either waits for this lease or is seen here.
+ * A claim never waits for a lock: a row another transaction holds is skipped, and its attempt
+ * is refused as `busy`, to be tried again a moment later.
  * Every claim is counted; an attempt already claimed MAX_CLAIMS_PER_ATTEMPT times whose lease
  * ran out without an outcome is not sent again: the same statement fails its delivery (not
  * counted in failureCount: the receiver did not exhaust its attempts, something on our side failed).
@@ -50,18 +58,19 @@ export async function claimAttempt(db: Db, deliveryId: string, attempt: number, 
 
 /**
  * claimAttempt for many attempts in one statement (one commit): the attempts workers picked
- * up together. Each gets exactly the answer claimAttempt would give it alone. The
- * subscriptions are locked FOR SHARE first, in id order — every statement that locks several
- * subscriptions takes them in that order before any delivery row, so batches cannot deadlock.
- * No two requests may name the same delivery.
+ * up together, from any accounts. Each gets exactly the answer claimAttempt would give it alone
+ * (or `busy`, where alone it would have waited): a row that another account's work holds (a
+ * DELETE cascading a large history, an auto-disable cancelling a backlog) never holds back the
+ * other attempts of the batch. No two requests may name the same delivery.
  */
 export async function claimAttempts(db: Db, requests: readonly AttemptRequest[], leaseMs: number): Promise<ClaimResult[]> {
   if (requests.length === 0) return [];
   const ids = requests.map((r) => r.deliveryId);
-  // One statement, one round trip, one commit. `sub` locks the subscriptions FOR SHARE in id
-  // order and yields their latest committed versions (a revocation committed meanwhile is
-  // seen); `gate` (count over all of `sub`) is joined into both UPDATEs, so no delivery row is
-  // touched before every subscription of the batch is locked — the one lock order.
+  // One statement, one round trip, one commit, and no lock wait: `sub` locks the subscriptions
+  // FOR KEY SHARE SKIP LOCKED and yields their latest committed versions (a revocation committed
+  // meanwhile is seen; one in progress holds FOR UPDATE, so its subscription is skipped); `held`
+  // locks the claimable delivery rows SKIP LOCKED, after `sub` (`gate`). A request whose row was
+  // skipped is answered `busy` (`sub_busy`, `delivery_busy`: the row exists, unlocked here).
   // `d.status = (SELECT 'pending'::text)` rather than `= 'pending'`: with a constant, the partial
   // indexes on pending rows (deliveries_due_idx) qualify, and statistics taken in a quiet moment
   // make scanning all of them look cheaper than one primary-key probe per attempt — a plan whose
@@ -84,23 +93,27 @@ export async function claimAttempts(db: Db, requests: readonly AttemptRequest[],
          SELECT s.id, s.status, s.url, s.secret FROM webhook_subscriptions s
           WHERE s.id = ANY (ARRAY(SELECT d.subscription_id FROM req JOIN deliveries d ON d.id = req.id))
           ORDER BY s.id
-            FOR SHARE
+            FOR KEY SHARE SKIP LOCKED
        ), gate AS (
          SELECT count(*) AS locked FROM sub
+       ), held AS (
+         SELECT d.id FROM deliveries d, gate
+          WHERE d.id = ANY (:ids::text[]) AND d.status = (SELECT 'pending'::text)
+            AND (d.locked_until IS NULL OR d.locked_until <= clock_timestamp())
+          ORDER BY d.id
+            FOR NO KEY UPDATE OF d SKIP LOCKED
        ), claimed AS (
          UPDATE deliveries d SET locked_until = clock_timestamp() + make_interval(secs => :leaseSecs), claims = d.claims + 1
-           FROM req, gate
-          WHERE d.id = req.id AND d.status = (SELECT 'pending'::text) AND d.attempt_count = req.attempt - 1
+           FROM req, held
+          WHERE d.id = req.id AND held.id = d.id AND d.attempt_count = req.attempt - 1
             AND (SELECT sub.status FROM sub WHERE sub.id = d.subscription_id) = 'active' AND d.claims < :maxClaims
-            AND (d.locked_until IS NULL OR d.locked_until <= clock_timestamp())
             AND d.next_attempt_at <= clock_timestamp()
          RETURNING d.id
        ), abandoned AS (
          UPDATE deliveries d SET status = 'failed', locked_until = NULL, next_attempt_at = NULL,
                 finished_at = clock_timestamp(), failure_reason = req.unrecorded
-           FROM req, gate
-          WHERE d.id = req.id AND d.status = (SELECT 'pending'::text) AND d.attempt_count = req.attempt - 1 AND d.claims >= :maxClaims
-            AND (d.locked_until IS NULL OR d.locked_until <= clock_timestamp())
+           FROM req, held
+          WHERE d.id = req.id AND held.id = d.id AND d.attempt_count = req.attempt - 1 AND d.claims >= :maxClaims
          RETURNING d.id
        )
        SELECT req.id AS req_id, d.id, d.subscription_id, d.event_id, d.status, d.attempt_count,
@@ -109,7 +122,10 @@ export async function claimAttempts(db: Db, requests: readonly AttemptRequest[],
               GREATEST(0, EXTRACT(EPOCH FROM (clock_timestamp() - d.next_attempt_at)) * 1000)::float8 AS late_ms,
               sub.status AS sub_status, sub.url, sub.secret, e.type, e.body,
               EXISTS (SELECT 1 FROM claimed c WHERE c.id = req.id) AS claimed,
-              EXISTS (SELECT 1 FROM abandoned a WHERE a.id = req.id) AS abandoned
+              EXISTS (SELECT 1 FROM abandoned a WHERE a.id = req.id) AS abandoned,
+              (sub.id IS NULL AND EXISTS (SELECT 1 FROM webhook_subscriptions s WHERE s.id = d.subscription_id)) AS sub_busy,
+              (d.status = 'pending' AND (d.locked_until IS NULL OR d.locked_until <= clock_timestamp())
+                AND NOT EXISTS (SELECT 1 FROM held h WHERE h.id = req.id)) AS delivery_busy
          FROM req
          LEFT JOIN deliveries d ON d.id = req.id
          LEFT JOIN events e ON e.id = d.event_id
@@ -122,7 +138,7 @@ export async function claimAttempts(db: Db, requests: readonly AttemptRequest[],
         maxClaims: MAX_CLAIMS_PER_ATTEMPT,
       },
     )
-    .options({ name: 'svc_claim_attempts_v5' });
+    .options({ name: 'svc_claim_attempts_v6' });
   const rows = result.rows as ClaimRow[];
   const byId = new Map(rows.map((row) => [row.req_id, row]));
   return requests.map((request) => toClaimResult(byId.get(request.deliveryId), request.attempt));
@@ -146,6 +162,8 @@ interface ClaimRow {
   body: string;
   claimed: boolean;
   abandoned: boolean;
+  sub_busy: boolean;
+  delivery_busy: boolean;
 }
 
 function toClaimResult(row: ClaimRow | undefined, attempt: number): ClaimResult {
@@ -169,6 +187,7 @@ function toClaimResult(row: ClaimRow | undefined, attempt: number): ClaimResult 
   if (row.abandoned) return { claimed: false, refusal: { reason: 'claim-limit', failureReason: unrecordedAttemptReason(attempt) } };
   if (row.status !== 'pending') return { claimed: false, refusal: { reason: 'finished' } };
   if (row.attempt_count >= attempt) return { claimed: false, refusal: { reason: 'already-attempted' } };
+  if (row.sub_busy || row.delivery_busy) return { claimed: false, refusal: { reason: 'busy', retryInMs: BUSY_RETRY_MS } };
   if (row.sub_status === 'disabled') return { claimed: false, refusal: { reason: 'subscription-disabled' } };
   if (row.sub_status !== 'active') return { claimed: false, refusal: { reason: 'subscription-deleting' } };
   if (row.attempt_count < attempt - 1) return { claimed: false, refusal: { reason: 'already-attempted' } };

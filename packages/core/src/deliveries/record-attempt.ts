@@ -36,7 +36,7 @@ const INSERT_ATTEMPT = `
  * subscription first (as the claim does, FOR SHARE): with one order there is no deadlock when
  * many deliveries of one subscription finish at once (the moment auto-disable exists for).
  */
-const LOCK_SUBSCRIPTION = `SELECT id FROM webhook_subscriptions WHERE id = :subscriptionId FOR NO KEY UPDATE`;
+const LOCK_SUBSCRIPTION = `SELECT id, status FROM webhook_subscriptions WHERE id = :subscriptionId FOR NO KEY UPDATE`;
 
 /** The delivery is still waiting for exactly this attempt's outcome. */
 const STILL_CURRENT = `id = :id AND status = 'pending' AND attempt_count = :n - 1`;
@@ -82,26 +82,34 @@ export async function recordAttempt(
   const { deliveryId, subscriptionId, attempt } = claimed;
   const params = { id: deliveryId, subscriptionId, n: attempt, ...attemptColumns(outcome) };
   return db.transaction(async (tx) => {
-    await tx.raw(LOCK_SUBSCRIPTION, params);
+    const subscription = (await tx.raw(LOCK_SUBSCRIPTION, params)).rows[0] as { status: string } | undefined;
+    // Auto-disabled while this last attempt was on the wire: failed unsent at once, as any other
+    // attempt of a disabled subscription is, and not counted again (spec §3.2, "failureCount intact").
+    const disabled = subscription?.status === 'disabled';
     await tx.raw(INSERT_ATTEMPT, params);
     const moved = await tx.raw(
       `UPDATE deliveries SET status = 'failed', attempt_count = :n, locked_until = NULL, next_attempt_at = NULL,
-              finished_at = clock_timestamp(), failure_reason = 'attempts exhausted'
+              finished_at = clock_timestamp(), failure_reason = :reason
         WHERE ${STILL_CURRENT}
        RETURNING id`,
-      params,
+      { ...params, reason: disabled ? 'subscription disabled' : 'attempts exhausted' },
     );
     if (moved.rows.length === 0) return { kind: 'stale' } as const;
+    if (disabled) return { kind: 'failed', disabledSubscription: false, cancelled: [] } as const;
     return { kind: 'failed', ...(await countPermanentFailure(tx, subscriptionId)) } as const;
   });
 }
 
 /**
  * recordAttempt for many delivered or to-be-retried attempts in one statement (one commit):
- * the attempts that finished together. A final failure (isFinalFailure) is never passed here.
- * The subscriptions of the delivered ones are locked first, in id order (as the claim takes
- * them), since their failureCount goes back to 0; the same statement inserts every attempt row
- * and moves every delivery still waiting for that outcome. No two items may name the same delivery.
+ * the attempts that finished together, from any accounts. A final failure (isFinalFailure) is
+ * never passed here. The statement inserts every attempt row and moves every delivery still
+ * waiting for that outcome, locking the delivery rows in id order (as every statement that locks
+ * several of them does, so two records cannot deadlock). A delivered attempt's subscription gets
+ * its failureCount back to 0 and its last delivery time unless another transaction holds that
+ * row: the record never waits for a subscription (a revocation or an auto-disable of another
+ * account), and a subscription another record holds is being reset by that one. No two items
+ * may name the same delivery.
  */
 export async function recordAttempts(db: Db, finished: readonly FinishedAttempt[], retryDelaysMs: readonly number[]): Promise<RecordResult[]> {
   if (finished.length === 0) return [];
@@ -110,8 +118,7 @@ export async function recordAttempts(db: Db, finished: readonly FinishedAttempt[
   const delaysMs = finished.map(({ attempt, outcome }) => (outcome.ok ? 0 : (retryDelaysMs[attempt.attempt - 1] ?? 0)));
   const deliveredSubscriptions = [...new Set(finished.filter((f) => f.outcome.ok).map((f) => f.attempt.subscriptionId))];
   // One statement, one round trip, one commit. `locked` takes the delivered ones' subscriptions
-  // FOR NO KEY UPDATE in id order; `gate` (count over all of it) is joined into the UPDATE, so no
-  // delivery row is touched before every one of them is locked — the claim's lock order.
+  // FOR NO KEY UPDATE SKIP LOCKED (no wait), then (`gate`) `held` locks the delivery rows in id order.
   // `d.status = (SELECT 'pending'::text)`: see claimAttempts — a constant lets the generic plan
   // scan every pending delivery through deliveries_due_idx (67 ms per batch at 9,000 pending).
   const result = await db
@@ -121,9 +128,11 @@ export async function recordAttempts(db: Db, finished: readonly FinishedAttempt[
                               :excerpts::text[], :bytes::bytea[], :oks::bool[], :delaySecs::float8[])
                   AS o(id, n, at, status_code, error, duration_ms, excerpt, excerpt_bytes, ok, delay_secs)
        ), locked AS (
-         SELECT id FROM webhook_subscriptions WHERE id = ANY(:deliveredSubscriptions::text[]) ORDER BY id FOR NO KEY UPDATE
+         SELECT id FROM webhook_subscriptions WHERE id = ANY(:deliveredSubscriptions::text[]) ORDER BY id FOR NO KEY UPDATE SKIP LOCKED
        ), gate AS (
          SELECT count(*) AS locked FROM locked
+       ), held AS (
+         SELECT d.id FROM deliveries d, gate WHERE d.id = ANY(:ids::text[]) ORDER BY d.id FOR NO KEY UPDATE OF d
        ), moved AS (
          -- A failed attempt of a subscription auto-disabled while it was on the wire is not
          -- retried: the delivery fails unsent at once (spec §3.2), as the disable did to the rest.
@@ -135,8 +144,8 @@ export async function recordAttempts(db: Db, finished: readonly FinishedAttempt[
                                        ELSE clock_timestamp() + make_interval(secs => o.delay_secs) END,
                 finished_at = CASE WHEN o.ok OR s.status = 'disabled' THEN clock_timestamp() ELSE d.finished_at END,
                 failure_reason = CASE WHEN NOT o.ok AND s.status = 'disabled' THEN 'subscription disabled' ELSE d.failure_reason END
-           FROM o, gate, webhook_subscriptions s
-          WHERE d.id = o.id AND s.id = d.subscription_id AND d.status = (SELECT 'pending'::text) AND d.attempt_count = o.n - 1
+           FROM o, held, webhook_subscriptions s
+          WHERE d.id = o.id AND held.id = d.id AND s.id = d.subscription_id AND d.status = (SELECT 'pending'::text) AND d.attempt_count = o.n - 1
          RETURNING d.id, d.subscription_id, o.ok, (NOT o.ok AND s.status = 'disabled') AS disabled_unsent
        ), attempt AS (
          INSERT INTO delivery_attempts (delivery_id, n, at, status_code, error, duration_ms, response_excerpt, response_excerpt_bytes)
@@ -145,7 +154,7 @@ export async function recordAttempts(db: Db, finished: readonly FinishedAttempt[
          ON CONFLICT (delivery_id, n) DO NOTHING
        ), sub AS (
          UPDATE webhook_subscriptions s SET last_delivery_at = clock_timestamp(), failure_count = 0
-          WHERE s.id IN (SELECT subscription_id FROM moved WHERE ok) AND s.status = 'active'
+          WHERE s.id IN (SELECT subscription_id FROM moved WHERE ok) AND s.id IN (SELECT id FROM locked) AND s.status = 'active'
        )
        SELECT id, disabled_unsent FROM moved`,
       {
@@ -162,7 +171,7 @@ export async function recordAttempts(db: Db, finished: readonly FinishedAttempt[
         deliveredSubscriptions,
       },
     )
-    .options({ name: 'svc_record_attempts_v4' });
+    .options({ name: 'svc_record_attempts_v5' });
   const moved = new Map((result.rows as MovedRow[]).map((row) => [row.id, row]));
   return finished.map(({ attempt, outcome }, i): RecordResult => {
     const row = moved.get(attempt.deliveryId);

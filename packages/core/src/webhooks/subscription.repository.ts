@@ -119,11 +119,21 @@ export async function listSubscriptions(db: DbOrTx, accountId: string): Promise<
  * for another account's id or an unknown id.
  */
 export async function markSubscriptionDeleting(db: DbOrTx, accountId: string, subscriptionId: string): Promise<void> {
-  const [row] = await db('webhook_subscriptions')
-    .where({ id: subscriptionId, account_id: accountId })
-    .whereIn('status', ['active', 'disabled', 'deleting'])
-    .update({ status: 'deleting', deleting_at: db.raw('COALESCE(deleting_at, clock_timestamp())') })
-    .returning('id');
+  const row = await db.transaction(async (tx) => {
+    // FOR UPDATE first: it conflicts with a claim's FOR KEY SHARE (a plain UPDATE's lock would not),
+    // so a claim either committed its lease before this (the revocation waits for it) or skips
+    // the subscription until this has committed, and then sees it `deleting`.
+    const found = await tx('webhook_subscriptions')
+      .where({ id: subscriptionId, account_id: accountId })
+      .whereIn('status', ['active', 'disabled', 'deleting'])
+      .forUpdate()
+      .first('id');
+    if (!found) return undefined;
+    await tx('webhook_subscriptions')
+      .where({ id: subscriptionId })
+      .update({ status: 'deleting', deleting_at: tx.raw('COALESCE(deleting_at, clock_timestamp())') });
+    return found;
+  });
   if (!row) throw new NotFoundError('No webhook subscription with this id exists in your account.');
 }
 

@@ -1,0 +1,178 @@
+/**
+ * The attempt slots of one dispatcher, shared by account and, within an account, by subscription.
+ *
+ * An HTTP request in flight cannot be taken back, so fairness is decided when a slot is given:
+ * - an account with nothing in flight may take any free slot; accounts that already have attempts
+ *   in flight share all but `reserve` of them, so the reserve is there for the next account that
+ *   has none (a receiver that hangs until the timeout holds its slot for that long);
+ * - a busy account may hold at most its share: the shared slots divided among the accounts that
+ *   want slots now, so a lone busy account uses all of them and a second one gets half as the
+ *   first one's attempts end; within the account, each subscription that wants slots gets an
+ *   equal part of the account's share, at most `perSubscription`;
+ * - an attempt that cannot start waits here, in the order it came, up to `maxWaiting` in all and an
+ *   equal part of that per account (an account below its part takes the place of the latest
+ *   attempt of one beyond it); past that its job goes back to the queue for a while. When a slot
+ *   is freed it goes to the waiting attempt of the account with the fewest in flight.
+ */
+export interface FairSlotsOptions {
+  /** DISPATCHER_CONCURRENCY: attempts in flight at most. */
+  slots: number;
+  /** DISPATCHER_PER_SUBSCRIPTION_CONCURRENCY: attempts in flight per subscription at most. */
+  perSubscription: number;
+  /** Slots that only an account with nothing in flight may take. */
+  reserve: number;
+  /** Attempts waiting here for a slot, in all. */
+  maxWaiting: number;
+}
+
+/** A slot held by one attempt: release it exactly once when the attempt is over. */
+export interface Slot {
+  release(): void;
+}
+
+interface Waiter {
+  subscriptionId: string;
+  grant: (slot: Slot | undefined) => void;
+}
+
+interface AccountState {
+  inFlight: number;
+  bySubscription: Map<string, number>;
+  waiting: Waiter[];
+}
+
+export class FairSlots {
+  private readonly accounts = new Map<string, AccountState>();
+  private inFlight = 0;
+  private waiting = 0;
+  private stopped = false;
+
+  constructor(private readonly options: FairSlotsOptions) {}
+
+  /**
+   * A slot for an attempt of this subscription of this account: at once, or when one is freed
+   * for it; undefined when it may not wait here (its share of the waiting room is full, or the
+   * dispatcher is stopping), and its job should go back to the queue.
+   */
+  acquire(accountId: string, subscriptionId: string): Promise<Slot | undefined> {
+    if (this.stopped) return Promise.resolve(undefined);
+    const account = this.accountOf(accountId);
+    // Behind its own account's waiting attempts, in order: a later attempt never overtakes them.
+    if (account.waiting.length === 0 && this.canStart(account, subscriptionId)) return Promise.resolve(this.start(accountId, account, subscriptionId));
+    const share = this.waitingShare();
+    if (account.waiting.length >= share || (this.waiting >= this.options.maxWaiting && !this.evictBeyondShare(share))) {
+      this.forgetIfIdle(accountId, account);
+      return Promise.resolve(undefined);
+    }
+    return new Promise((grant) => {
+      account.waiting.push({ subscriptionId, grant });
+      this.waiting += 1;
+    });
+  }
+
+  /** Attempts in flight and waiting, in all. */
+  counts(): { inFlight: number; waiting: number; accounts: number } {
+    return { inFlight: this.inFlight, waiting: this.waiting, accounts: this.accounts.size };
+  }
+
+  /** Stops giving slots: every waiting attempt is answered undefined (its job goes back to the queue). */
+  stop(): void {
+    this.stopped = true;
+    for (const [accountId, account] of this.accounts) {
+      const waiters = account.waiting.splice(0);
+      this.waiting -= waiters.length;
+      for (const waiter of waiters) waiter.grant(undefined);
+      this.forgetIfIdle(accountId, account);
+    }
+  }
+
+  private accountOf(accountId: string): AccountState {
+    let account = this.accounts.get(accountId);
+    if (!account) this.accounts.set(accountId, (account = { inFlight: 0, bySubscription: new Map(), waiting: [] }));
+    return account;
+  }
+
+  /** Accounts that want slots now: with attempts in flight or waiting. */
+  private demandingAccounts(): number {
+    return Math.max(1, this.accounts.size);
+  }
+
+  private waitingShare(): number {
+    return Math.max(1, Math.floor(this.options.maxWaiting / this.demandingAccounts()));
+  }
+
+  /**
+   * Makes room in a full waiting room for an account below its share: the latest waiting attempt
+   * of the account waiting most beyond its share goes back to the queue. False when none is beyond.
+   */
+  private evictBeyondShare(share: number): boolean {
+    let fullest: AccountState | undefined;
+    for (const account of this.accounts.values()) if (!fullest || account.waiting.length > fullest.waiting.length) fullest = account;
+    if (!fullest || fullest.waiting.length <= share) return false;
+    const waiter = fullest.waiting.pop() as Waiter;
+    this.waiting -= 1;
+    waiter.grant(undefined);
+    return true;
+  }
+
+  private canStart(account: AccountState, subscriptionId: string): boolean {
+    const { slots, reserve, perSubscription } = this.options;
+    if (account.inFlight === 0) return this.inFlight < slots;
+    const shared = Math.max(1, slots - reserve);
+    if (this.inFlight >= shared) return false;
+    const accountShare = Math.ceil(shared / this.demandingAccounts());
+    if (account.inFlight >= accountShare) return false;
+    const current = account.bySubscription.get(subscriptionId) ?? 0;
+    if (current === 0) return true;
+    const subscriptions =
+      account.waiting.length === 0
+        ? account.bySubscription.size
+        : new Set([...account.bySubscription.keys(), ...account.waiting.map((w) => w.subscriptionId)]).size;
+    const subscriptionShare = Math.min(perSubscription, Math.ceil(accountShare / subscriptions));
+    return current < subscriptionShare;
+  }
+
+  private start(accountId: string, account: AccountState, subscriptionId: string): Slot {
+    account.inFlight += 1;
+    account.bySubscription.set(subscriptionId, (account.bySubscription.get(subscriptionId) ?? 0) + 1);
+    this.inFlight += 1;
+    let released = false;
+    return {
+      release: () => {
+        if (released) return;
+        released = true;
+        this.finish(accountId, account, subscriptionId);
+      },
+    };
+  }
+
+  private finish(accountId: string, account: AccountState, subscriptionId: string): void {
+    account.inFlight -= 1;
+    this.inFlight -= 1;
+    const current = (account.bySubscription.get(subscriptionId) ?? 1) - 1;
+    if (current === 0) account.bySubscription.delete(subscriptionId);
+    else account.bySubscription.set(subscriptionId, current);
+    this.forgetIfIdle(accountId, account);
+    this.grantWaiting();
+  }
+
+  /** Gives freed slots to waiting attempts: the account with the fewest in flight first, each in its order. */
+  private grantWaiting(): void {
+    for (;;) {
+      let chosen: { accountId: string; account: AccountState; index: number } | undefined;
+      for (const [accountId, account] of this.accounts) {
+        if (account.waiting.length === 0 || (chosen && chosen.account.inFlight <= account.inFlight)) continue;
+        const index = account.waiting.findIndex((waiter) => this.canStart(account, waiter.subscriptionId));
+        if (index >= 0) chosen = { accountId, account, index };
+      }
+      if (!chosen) return;
+      const [waiter] = chosen.account.waiting.splice(chosen.index, 1) as [Waiter];
+      this.waiting -= 1;
+      waiter.grant(this.start(chosen.accountId, chosen.account, waiter.subscriptionId));
+    }
+  }
+
+  private forgetIfIdle(accountId: string, account: AccountState): void {
+    if (account.inFlight === 0 && account.waiting.length === 0) this.accounts.delete(accountId);
+  }
+}

@@ -1,0 +1,103 @@
+import { describe, expect, it } from '@jest/globals';
+import { FairSlots, type Slot } from '../src/processors/fair-slots.js';
+
+const OPTIONS = { slots: 10, reserve: 2, perSubscription: 4, maxWaiting: 10 };
+
+/** Takes what acquire answers at once; a waiting attempt is recorded in `granted` when its slot comes. */
+function harness(options = OPTIONS) {
+  const slots = new FairSlots(options);
+  const granted: string[] = [];
+  const held = new Map<string, Slot[]>();
+  const hold = (label: string, slot: Slot) => {
+    granted.push(label);
+    held.set(label, [...(held.get(label) ?? []), slot]);
+  };
+  /** Asks for a slot; answers whether it started at once, is waiting, or may not wait. */
+  async function ask(account: string, subscription: string, label = `${account}/${subscription}`): Promise<'started' | 'waiting' | 'refused'> {
+    let settled: Slot | undefined | 'pending' = 'pending';
+    const answer = slots.acquire(account, subscription).then((slot) => {
+      settled = slot;
+      if (slot) hold(label, slot);
+    });
+    await Promise.resolve();
+    await Promise.resolve();
+    if (settled === 'pending') {
+      void answer;
+      return 'waiting';
+    }
+    return settled ? 'started' : 'refused';
+  }
+  const release = async (label: string) => {
+    const slot = held.get(label)?.shift();
+    if (!slot) throw new Error(`no slot held by ${label}`);
+    slot.release();
+    await Promise.resolve();
+    await Promise.resolve();
+  };
+  return { slots, ask, release, granted };
+}
+
+describe('the fair share of a dispatcher’s attempt slots', () => {
+  it('lets a lone busy account use every slot but the reserve', async () => {
+    const { slots, ask } = harness();
+    const answers = [];
+    for (let i = 0; i < 12; i += 1) answers.push(await ask('busy', `sub-${i % 3}`));
+    expect(answers.filter((a) => a === 'started')).toHaveLength(8);
+    expect(slots.counts()).toEqual({ inFlight: 8, waiting: 4, accounts: 1 });
+  });
+
+  it('starts an account with nothing in flight at once while another holds every shared slot', async () => {
+    const { slots, ask } = harness();
+    for (let i = 0; i < 20; i += 1) await ask('noisy', `sub-${i % 5}`);
+    expect(slots.counts().inFlight).toBe(8);
+
+    expect(await ask('quiet-1', 'a')).toBe('started');
+    expect(await ask('quiet-2', 'b')).toBe('started');
+    // The reserve is spent: a third account now waits for a slot (taking a waiting place of the noisy one's).
+    expect(await ask('quiet-3', 'c')).toBe('waiting');
+    expect(slots.counts()).toEqual({ inFlight: 10, waiting: 10, accounts: 4 });
+  });
+
+  it('gives a freed slot to the account with the fewest in flight, and each account’s attempts in the order they came', async () => {
+    const { ask, release, granted } = harness();
+    for (let i = 0; i < 8; i += 1) await ask('noisy', `sub-${i % 2}`, `noisy-${i}`);
+    expect(await ask('noisy', 'sub-0', 'noisy-late')).toBe('waiting');
+    expect(await ask('quiet', 'a', 'quiet-0')).toBe('started');
+    expect(await ask('quiet', 'a', 'quiet-1')).toBe('waiting');
+    expect(await ask('quiet', 'a', 'quiet-2')).toBe('waiting');
+    granted.length = 0;
+
+    await release('noisy-0');
+    await release('noisy-1');
+    await release('noisy-2');
+    // Two busy accounts share the 8 shared slots 4 and 4: noisy (7 → 5) gets nothing back until quiet has its share.
+    expect(granted).toEqual(['quiet-1', 'quiet-2']);
+  });
+
+  it('shares an account’s slots among its subscriptions', async () => {
+    const { ask } = harness({ slots: 10, reserve: 2, perSubscription: 10, maxWaiting: 10 });
+    const answers: Record<string, number> = { hot: 0, cold: 0 };
+    expect(await ask('acct', 'hot')).toBe('started');
+    answers.hot = 1;
+    for (let i = 0; i < 6; i += 1) if ((await ask('acct', 'hot')) === 'started') answers.hot += 1;
+    expect(answers.hot).toBe(7);
+    // A second subscription of the same account starts at once, and the first gets no more than half meanwhile.
+    expect(await ask('acct', 'cold')).toBe('started');
+    expect(await ask('acct', 'hot')).toBe('waiting');
+  });
+
+  it('keeps at most its share of the waiting room per account, and answers every waiting attempt when stopped', async () => {
+    const { slots, ask } = harness();
+    const answers = [];
+    for (let i = 0; i < 30; i += 1) answers.push(await ask('flood', `sub-${i % 5}`));
+    expect(answers.filter((a) => a === 'waiting')).toHaveLength(10);
+    expect(answers.filter((a) => a === 'refused')).toHaveLength(12);
+    expect(await ask('other', 'x')).toBe('started');
+
+    const waiting = slots.acquire('flood', 'sub-0');
+    slots.stop();
+    await expect(waiting).resolves.toBeUndefined();
+    expect(slots.counts().waiting).toBe(0);
+    expect(await ask('late', 'y')).toBe('refused');
+  });
+});
