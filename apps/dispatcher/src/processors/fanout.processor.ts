@@ -1,20 +1,27 @@
 import type { Job } from 'bullmq';
-import { enqueueDeliveries, fanOutEvents, type Db, type FanoutJob, type Logger, type Queues } from '@svc/core';
+import { enqueueDeliveries, fanOutEventsInPages, type Db, type FanoutJob, type Logger, type Queues } from '@svc/core';
 import { MicroBatcher } from '@svc/core';
 
-/** Fan-out jobs picked up together are fanned out by one statement and their first attempts queued by one bulk add. */
+/**
+ * Fan-out jobs picked up together are fanned out by one flush, event after event, each in pages of
+ * at most FAN_OUT_PAGE_MAX deliveries whose first attempts are queued (one bulk add) before the next
+ * page is made. A flush is not one transaction: when it fails, the batcher runs each event again
+ * alone, which is safe because a fan-out run again skips what an earlier run made.
+ */
 const FANOUT_BATCH = 100;
 
 /** Fans events out to their subscriptions and queues each first attempt; idempotent. */
 export function createFanoutProcessor(deps: { db: Db; queues: Pick<Queues, 'delivery'>; logger: Logger }) {
   const batcher = new MicroBatcher<string, void>(
     async (eventIds) => {
-      const { firstAttempts } = await fanOutEvents(deps.db, eventIds);
-      await enqueueDeliveries(
-        deps.queues,
-        firstAttempts.map((delivery) => ({ ...delivery, attempt: 1, delayMs: 0 })),
-      );
-      deps.logger.debug('events fanned out', { events: eventIds.length, deliveries: firstAttempts.length });
+      const summary = await fanOutEventsInPages(deps.db, eventIds, async (page) => {
+        await enqueueDeliveries(
+          deps.queues,
+          page.firstAttempts.map((delivery) => ({ ...delivery, attempt: 1, delayMs: 0 })),
+        );
+        deps.logger.debug('fan-out page queued', { eventId: page.eventId, created: page.created, queued: page.firstAttempts.length });
+      });
+      deps.logger.debug('events fanned out', { events: eventIds.length, deliveries: summary.created, pages: summary.pages });
       return eventIds.map(() => undefined);
     },
     { maxBatch: FANOUT_BATCH, maxInFlight: 2, key: (eventId) => eventId },

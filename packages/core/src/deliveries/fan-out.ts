@@ -75,71 +75,216 @@ export function toFirstAttempts(column: unknown): FirstAttempt[] {
 }
 
 /**
- * Fan-out (idempotent, one statement): one delivery per active subscription of the event's
- * account whose events hold its type or `*`, and the first attempts still to be made — those
- * created now and any a previous run created but did not get to queue.
+ * The most deliveries one fan-out statement creates, and the most first attempts a fan-out holds
+ * in memory at once: an event of an account with 10,000 matching subscriptions is fanned out in
+ * 10 statements of 1,000, each committed and its first attempts queued before the next.
+ */
+export const FAN_OUT_PAGE_MAX = 1_000;
+
+/** One page of a fan-out: what its statement created, and the first attempts to queue. */
+export interface FanOutPage {
+  eventId: string;
+  /** Deliveries this page's statement created (≤ the page size). */
+  created: number;
+  /** Those created now, and those of this page an earlier run created but may not have queued. */
+  firstAttempts: FirstAttempt[];
+}
+
+export interface FanOutSummary {
+  pages: number;
+  created: number;
+  queued: number;
+}
+
+interface FanningRow {
+  found: boolean;
+  fanning: boolean | null;
+  by_dispatcher: boolean | null;
+  subscriptions: number;
+  created: number;
+  first_attempts: unknown;
+  more: boolean;
+  last_id: string | null;
+}
+
+interface RequeueRow {
+  deliveries: number;
+  last_subscription_id: string | null;
+  first_attempts: unknown;
+}
+
+/**
+ * One page of an event's fan-out, in one statement (one commit): the next `pageSize` active
+ * subscriptions of the account whose events hold its type or `*`, in id order (keyset on the id,
+ * so that a page is one range of deliveries_first_delivery_idx too), get one pending delivery
+ * each, due now. The event is marked fanned out by its last page only, so an event a run left half
+ * done (its process died) is fanned out again, whole, by the sweep's job. A subscription made
+ * while a wide event fans out may or may not receive it, as it falls before or after the page
+ * being made.
  *
  * "One delivery per (event, subscription)" holds for first deliveries only (a redelivery is a
  * second row): the conflict target is left open so that every unique index is an arbiter — the
  * first-delivery one and the one-pending-per-(event, subscription) one — and a run racing a
- * redelivery or another run does nothing rather than fail.
+ * redelivery or another run does nothing rather than fail. Deliveries of the page an earlier run
+ * made are answered too (their first attempt may never have been queued).
  */
-export async function fanOutEvent(
+const FAN_OUT_PAGE_SQL = `
+  WITH ev AS (
+    SELECT id, account_id, type, fanned_out_at IS NULL AS fanning,
+           -- An event its producer fanned out (its statement dates fanned_out_at with the event's own
+           -- created_at) had its first attempts queued by that producer on the round trip that queued
+           -- this job: queued again, one whose job just completed would get a second, idle job.
+           fanned_out_at IS DISTINCT FROM created_at AS by_dispatcher
+      FROM events WHERE id = :eventId
+  ), targets AS (
+    SELECT s.id FROM ev JOIN webhook_subscriptions s ON s.account_id = ev.account_id
+     WHERE ev.fanning AND s.status = 'active' AND (s.events @> ARRAY[ev.type] OR s.events @> ARRAY['*'])
+       AND s.id > :afterId
+     ORDER BY s.id
+     LIMIT :pageSize::int + 1
+  ), page AS (
+    SELECT id FROM targets ORDER BY id LIMIT :pageSize::int
+  ), created AS (
+    INSERT INTO deliveries (id, event_id, subscription_id, status, attempt_count, next_attempt_at)
+    SELECT 'dlv_' || replace(gen_random_uuid()::text, '-', ''), ev.id, page.id, 'pending', 0, clock_timestamp()
+      FROM ev CROSS JOIN page
+    ON CONFLICT DO NOTHING
+    RETURNING id, subscription_id
+  ), earlier AS (
+    -- The page's range of the event's first deliveries: one range of deliveries_first_delivery_idx
+    -- (the LIMIT keeps the status test out of the scan, so no plan reads a backlog of pending ones).
+    SELECT w.id, w.subscription_id FROM (
+      SELECT d.id, d.subscription_id, d.status, d.attempt_count FROM deliveries d
+       WHERE d.event_id = :eventId AND d.redelivery_of IS NULL
+         AND d.subscription_id > :afterId AND d.subscription_id <= (SELECT max(id) FROM page)
+       ORDER BY d.subscription_id
+       LIMIT :pageSize::int
+    ) w
+     WHERE w.status = 'pending' AND w.attempt_count = 0
+  ), marked AS (
+    UPDATE events SET fanned_out_at = clock_timestamp()
+     WHERE id = :eventId AND fanned_out_at IS NULL AND (SELECT count(*) FROM targets) <= :pageSize::int
+    RETURNING id
+  )
+  SELECT EXISTS (SELECT 1 FROM ev) AS found,
+         (SELECT fanning FROM ev) AS fanning,
+         (SELECT by_dispatcher FROM ev) AS by_dispatcher,
+         (SELECT count(*) FROM page)::int AS subscriptions,
+         (SELECT count(*) FROM created)::int AS created,
+         (SELECT coalesce(json_agg(json_build_array(f.id, f.subscription_id)), '[]')
+            FROM (SELECT id, subscription_id FROM created UNION ALL SELECT id, subscription_id FROM earlier) f) AS first_attempts,
+         (SELECT count(*) FROM targets) > :pageSize::int AS more,
+         (SELECT max(id) FROM page) AS last_id`;
+
+/**
+ * A page of the first deliveries of an event a dispatcher's run already fanned out, keyset on
+ * subscription id through deliveries_first_delivery_idx: those still waiting for their first
+ * attempt are answered, so a job lost between that run's commit and its enqueue is queued again.
+ */
+const REQUEUE_PAGE_SQL = `
+  WITH page AS (
+    SELECT d.id, d.subscription_id, d.status, d.attempt_count FROM deliveries d
+     WHERE d.event_id = :eventId AND d.redelivery_of IS NULL AND d.subscription_id > :afterId
+     ORDER BY d.subscription_id
+     LIMIT :pageSize::int
+  )
+  SELECT count(*)::int AS deliveries, max(subscription_id) AS last_subscription_id,
+         coalesce(json_agg(json_build_array(id, subscription_id)) FILTER (WHERE status = 'pending' AND attempt_count = 0), '[]') AS first_attempts
+    FROM page`;
+
+/** Requeues, page by page, the first attempts still waiting of an event a dispatcher's run fanned out. */
+async function requeueFannedOutEvent(
   db: Db,
   eventId: string,
-): Promise<{ firstAttempts: FirstAttempt[] }> {
-  return fanOutEvents(db, [eventId]);
+  queuePage: (page: FanOutPage) => Promise<void>,
+  pageSize: number,
+  summary: FanOutSummary,
+): Promise<void> {
+  let afterId = '';
+  for (;;) {
+    const row = (await db.raw(REQUEUE_PAGE_SQL, { eventId, afterId, pageSize }).options({ name: 'svc_fan_out_requeue_page_v1' })).rows[0] as RequeueRow;
+    if (row.deliveries === 0 || row.last_subscription_id === null) return;
+    const firstAttempts = toFirstAttempts(row.first_attempts);
+    summary.pages += 1;
+    summary.queued += firstAttempts.length;
+    await queuePage({ eventId, created: 0, firstAttempts });
+    if (row.deliveries < pageSize) return;
+    afterId = row.last_subscription_id;
+  }
+}
+
+/** Fans one event out page by page (FAN_OUT_PAGE_SQL), handing each page to `queuePage` before the next. */
+async function fanOutEventInPages(
+  db: Db,
+  eventId: string,
+  queuePage: (page: FanOutPage) => Promise<void>,
+  pageSize: number,
+  summary: FanOutSummary,
+): Promise<void> {
+  let afterId = '';
+  for (;;) {
+    const row = (await db.raw(FAN_OUT_PAGE_SQL, { eventId, afterId, pageSize }).options({ name: 'svc_fan_out_page_v1' })).rows[0] as FanningRow;
+    if (!row.found) return;
+    if (!row.fanning) {
+      // Fanned out already: by its producer (nothing to do), or by a dispatcher's run, perhaps one
+      // that finished this event while this run was paging through it.
+      if (row.by_dispatcher) await requeueFannedOutEvent(db, eventId, queuePage, pageSize, summary);
+      return;
+    }
+    if (row.subscriptions > 0) {
+      const firstAttempts = toFirstAttempts(row.first_attempts);
+      summary.pages += 1;
+      summary.created += row.created;
+      summary.queued += firstAttempts.length;
+      await queuePage({ eventId, created: row.created, firstAttempts });
+    }
+    if (!row.more || row.last_id === null) return;
+    afterId = row.last_id;
+  }
 }
 
 /**
- * fanOutEvent for the events whose jobs a worker picked up together: one statement, one commit.
- * An event already fanned out (by its producer's statement, or by an earlier run) is not fanned
- * out again and its row is not rewritten. The first attempts still pending of an event an earlier
- * run fanned out are answered, so a job lost between that run's commit and its enqueue is queued
- * again; those of an event its producer fanned out are not (the producer queued them; if Redis
- * lost them, the sweep queues them once overdue).
+ * Fan-out (idempotent): one delivery per active subscription of each event's account whose events
+ * hold its type or `*`, made in pages of at most `pageSize` deliveries, one statement and one
+ * commit each; `queuePage` queues a page's first attempts before the next page is made, so no
+ * more than one page of them is ever held. An event already fanned out (by its producer's
+ * statement, or by an earlier run) is not fanned out again and its row is not rewritten; the first
+ * attempts still pending of an event an earlier run fanned out are answered again, so a job lost
+ * between that run's commit and its enqueue is queued again; those of an event its producer fanned
+ * out are not (the producer queued them; if Redis lost them, the sweep queues them once overdue).
+ * A run that stops half-way (its process dies) leaves the event unmarked: running it again skips
+ * the deliveries made (unique per event and subscription), answers them, and makes the rest.
+ */
+export async function fanOutEventsInPages(
+  db: Db,
+  eventIds: readonly string[],
+  queuePage: (page: FanOutPage) => Promise<void>,
+  pageSize: number = FAN_OUT_PAGE_MAX,
+): Promise<FanOutSummary> {
+  const summary: FanOutSummary = { pages: 0, created: 0, queued: 0 };
+  for (const eventId of eventIds) await fanOutEventInPages(db, eventId, queuePage, pageSize, summary);
+  return summary;
+}
+
+/**
+ * fanOutEventsInPages collecting every page's first attempts, for a caller that takes them all at
+ * once (and so holds all of them in memory): the dispatcher queues them page by page instead.
  */
 export async function fanOutEvents(
   db: Db,
   eventIds: readonly string[],
 ): Promise<{ firstAttempts: FirstAttempt[] }> {
-  if (eventIds.length === 0) return { firstAttempts: [] };
-  const result = await db.raw(
-    `WITH event AS (
-       UPDATE events SET fanned_out_at = clock_timestamp()
-        WHERE id = ANY(:eventIds::text[]) AND fanned_out_at IS NULL
-       RETURNING id, account_id, type
-     ), created AS (
-       INSERT INTO deliveries (id, event_id, subscription_id, status, attempt_count, next_attempt_at)
-       SELECT 'dlv_' || replace(gen_random_uuid()::text, '-', ''), event.id, s.id, 'pending', 0, clock_timestamp()
-         FROM event JOIN webhook_subscriptions s ON s.account_id = event.account_id
-        WHERE s.status = 'active' AND (s.events @> ARRAY[event.type] OR s.events @> ARRAY['*'])
-       ON CONFLICT DO NOTHING
-       RETURNING id, subscription_id
-     )
-     SELECT id, subscription_id FROM created
-     UNION ALL
-     SELECT waiting.id, waiting.subscription_id
-       FROM unnest(:eventIds::text[]) AS requested(event_id)
-       -- An event its producer fanned out (its statement dates fanned_out_at with the event's own
-       -- created_at) had its first attempts queued by that producer on the round trip that queued
-       -- this job: queued again here, one whose job just completed would get a second, idle job.
-       JOIN events fanned ON fanned.id = requested.event_id AND fanned.fanned_out_at IS DISTINCT FROM fanned.created_at
-      CROSS JOIN LATERAL (
-        -- Looked up event by event (OFFSET 0 keeps the planner from flattening this), through the
-        -- first-delivery index: a plan scanning every pending delivery (deliveries_due_idx, which
-        -- statistics taken in a quiet moment make look tiny) would cost as much as the backlog.
-        SELECT d.id, d.subscription_id, d.status, d.attempt_count FROM deliveries d
-         WHERE d.event_id = requested.event_id AND d.redelivery_of IS NULL
-        OFFSET 0
-      ) waiting
-      WHERE waiting.status = 'pending' AND waiting.attempt_count = 0`,
-    { eventIds: [...eventIds].sort() },
-  ).options({ name: 'svc_fan_out_events_v4' });
-  return {
-    firstAttempts: result.rows.map((row: { id: string; subscription_id: string }) => ({
-      deliveryId: row.id,
-      subscriptionId: row.subscription_id,
-    })),
-  };
+  const firstAttempts: FirstAttempt[] = [];
+  await fanOutEventsInPages(db, eventIds, async (page) => {
+    firstAttempts.push(...page.firstAttempts);
+  });
+  return { firstAttempts };
+}
+
+/** fanOutEvents for one event. */
+export async function fanOutEvent(
+  db: Db,
+  eventId: string,
+): Promise<{ firstAttempts: FirstAttempt[] }> {
+  return fanOutEvents(db, [eventId]);
 }
