@@ -104,7 +104,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
   }
   const queues = createQueues(producerRedis, config.queuePrefix);
   const metrics = deps.metrics ?? new DispatcherMetrics();
-  metrics.watch({ queues, db });
+  
   const client = new WebhookClient({
     timeoutMs: config.webhookTimeoutMs,
     allowPrivateTargets: config.webhookAllowPrivateTargets,
@@ -120,8 +120,10 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
   });
   const fair = slotsFor(config);
   const slots = new FairSlots(fair.options);
+  metrics.watch({ queues, db, slots });
   const leaseMs = config.webhookTimeoutMs + ATTEMPT_LEASE_MARGIN_MS;
   const batches = createAttemptBatches({ db, leaseMs, retryDelaysMs: config.webhookRetryDelaysMs });
+  const accounts = new SubscriptionAccounts(db);
   const workerOptions = {
     connection: workerRedis,
     prefix: config.queuePrefix,
@@ -147,7 +149,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
         queues,
         client,
         slots,
-        accounts: new SubscriptionAccounts(db),
+        accounts,
         leaseMs,
         batches,
         logger,
@@ -181,7 +183,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
         redis: producerRedis,
         workersRunning: () => workers.length > 0 && workers.every((worker) => worker.isRunning()),
         claimsStalledForMs: () => {
-          const stalled = batches.claimsStalledForMs();
+          const stalled = Math.max(batches.claimsStalledForMs(), accounts.stalledForMs());
           return stalled >= (deps.claimStallMs ?? CLAIM_STALL_MS) ? stalled : 0;
         },
       }),

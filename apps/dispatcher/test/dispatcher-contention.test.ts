@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { completeAiMonitorRun, createDb, type Db } from '@svc/core';
+import { completeAiMonitorRun, createDb, type Db, type DbOrTx } from '@svc/core';
 import { uniqueTag, waitFor } from '@svc/core/testing';
 import { createHarness, seedTenant, type Harness } from './support/harness.js';
 import { producerOf } from './support/delivery-probe.js';
@@ -70,5 +70,93 @@ describe('three dispatchers on one database, with fan-out and retries at once', 
     expect(sentAgainAfterDelivered).toEqual([]);
     expect(arrivals.size).toBe(EVENTS * 3);
     expect((await deadlocks(h)) - before).toBe(0);
+  });
+});
+
+describe('an outcome whose record Postgres fails for a moment', () => {
+  let h: Harness;
+  let db: Db;
+
+  beforeAll(async () => {
+    h = await createHarness();
+    // The dispatcher's own pool waits 200 ms at most for a row lock: its record fails while the test holds the row.
+    db = createDb(h.config.databaseUrl, { poolMax: 5, bounds: { statementTimeoutMs: 30_000, lockTimeoutMs: 200 } });
+  });
+  afterAll(async () => {
+    await h.close();
+    await db.destroy();
+  });
+
+  it('is recorded by retrying the record with the same answer, and the receiver gets the delivery once', async () => {
+    const tag = uniqueTag();
+    const holds: Array<Promise<void>> = [];
+    // The receiver answers 200 only once it holds the delivery's row (another transaction, as a
+    // revocation or a purge would), and lets it go a second later: the first records fail with a lock timeout.
+    h.receiver.handle(`/held-${tag}`, (req, res) => {
+      const deliveryId = String(req.headers['x-service-delivery-id']);
+      holds.push(
+        h.db.transaction(async (tx: DbOrTx) => {
+          await tx('deliveries').where({ id: deliveryId }).forUpdate().first('id');
+          res.writeHead(200).end('ok');
+          await new Promise((resolve) => setTimeout(resolve, 1_000));
+        }),
+      );
+    });
+    const dispatcher = h.startDispatcher({}, { db });
+    const tenant = await seedTenant(h);
+    const sub = await tenant.subscribe(`/held-${tag}`);
+    const { eventId } = await completeAiMonitorRun(producerOf(h), { siteId: tenant.site.id, compositeScore: 50 });
+
+    const delivered = await waitFor(
+      () => h.db('deliveries').where({ event_id: eventId, subscription_id: sub.id, status: 'delivered' }).first<{ id: string; attempt_count: number }>('id', 'attempt_count'),
+      20_000,
+      'the delivery recorded delivered',
+    );
+    await Promise.all(holds);
+    expect(delivered.attempt_count).toBe(1);
+    expect(h.receiver.to(`/held-${tag}`)).toHaveLength(1);
+    expect(await h.db('delivery_attempts').where({ delivery_id: delivered.id }).select('n', 'status_code')).toEqual([{ n: 1, status_code: 200 }]);
+    const metrics = await dispatcher.metrics.registry.getSingleMetricAsString('svc_dispatcher_record_retries_total');
+    expect(Number(/svc_dispatcher_record_retries_total (\d+)/.exec(metrics)?.[1])).toBeGreaterThan(0);
+  });
+});
+
+describe('a dispatcher whose claims get no answer from Postgres', () => {
+  let h: Harness;
+  let db: Db;
+
+  beforeAll(async () => {
+    h = await createHarness();
+    // One connection: the test's open transaction takes it, and every claim waits behind it.
+    db = createDb(h.config.databaseUrl, { poolMax: 1 });
+  });
+  afterAll(async () => {
+    await h.close();
+    await db.destroy();
+  });
+
+  it('says it is not ready, naming the stalled claims, until they are answered again', async () => {
+    const dispatcher = h.startDispatcher({}, { db, claimStallMs: 500 });
+    const tenant = await seedTenant(h);
+    const sub = await tenant.subscribe(`/ok/stall-${uniqueTag()}`);
+    await waitFor(async () => (await dispatcher.readiness()).status === 'ready', 10_000, 'ready at first');
+
+    const holder = await db.transaction();
+    let stalled: Awaited<ReturnType<typeof dispatcher.readiness>>;
+    try {
+      const { eventId } = await completeAiMonitorRun(producerOf(h), { siteId: tenant.site.id, compositeScore: 1 });
+      stalled = await waitFor(async () => {
+        const readiness = await dispatcher.readiness();
+        return readiness.status === 'not_ready' ? readiness : undefined;
+      }, 10_000, 'the stalled claims reported');
+      expect(await h.db('deliveries').where({ event_id: eventId }).first('status')).toEqual({ status: 'pending' });
+    } finally {
+      await holder.rollback();
+    }
+    expect(stalled.checks.claims).toBe('stalled');
+    expect(stalled.reasons?.join(' ')).toMatch(/deliveries make no progress/);
+
+    await waitFor(async () => (await h.db('deliveries').where({ subscription_id: sub.id, status: 'delivered' }).first('id')) !== undefined, 15_000, 'the delivery once Postgres answers');
+    expect((await dispatcher.readiness()).checks.claims).toBe('progressing');
   });
 });

@@ -10,6 +10,11 @@ export interface PurgedRows {
   events: number;
 }
 
+/** What the dispatcher's fair slots count right now (FairSlots.counts()). */
+export interface SlotCounts {
+  counts(): { inFlight: number; waiting: number; accounts: number };
+}
+
 /** A scrape waits at most this long for Redis or Postgres; the gauge keeps its last value otherwise. */
 const SCRAPE_READ_MS = 1_000;
 const QUEUE_STATES = ['waiting', 'delayed', 'active'] as const;
@@ -34,7 +39,9 @@ export class DispatcherMetrics {
   private readonly autoDisabled: Counter;
   private readonly requeued: Counter<'kind'>;
   private readonly purgedRows: Counter<'table'>;
-  private sources: { queues: Pick<Queues, 'fanout' | 'delivery'>; db: Db } | undefined;
+  private readonly claimsBusy: Counter;
+  private readonly recordRetries: Counter;
+  private sources: { queues: Pick<Queues, 'fanout' | 'delivery'>; db: Db; slots?: SlotCounts } | undefined;
   /** The operator pool main.ts gives: the pending gauge reads through it, never through the delivery pool. */
   private readonly scrapeDb: Db | undefined;
 
@@ -81,6 +88,37 @@ export class DispatcherMetrics {
       labelNames: ['table'],
       registers: [registry],
     });
+    this.claimsBusy = new Counter({
+      name: 'svc_dispatcher_claims_busy_total',
+      help: 'Claims put back because another transaction held the delivery or its subscription (a revocation, an auto-disable)',
+      registers: [registry],
+    });
+    this.recordRetries = new Counter({
+      name: 'svc_dispatcher_record_retries_total',
+      help: 'Records of a known outcome retried after Postgres failed them (deadlock, lock or statement timeout, lost connection)',
+      registers: [registry],
+    });
+    new Gauge({
+      name: 'svc_dispatcher_slots',
+      help: 'This dispatcher’s attempt slots: in_flight (HTTP requests on the wire) and waiting (attempts held for a slot)',
+      labelNames: ['state'],
+      registers: [registry],
+      collect() {
+        const counts = metrics.sources?.slots?.counts();
+        if (!counts) return;
+        this.set({ state: 'in_flight' }, counts.inFlight);
+        this.set({ state: 'waiting' }, counts.waiting);
+      },
+    });
+    new Gauge({
+      name: 'svc_dispatcher_busy_accounts',
+      help: 'Accounts with attempts in flight or waiting in this dispatcher (a count, never which)',
+      registers: [registry],
+      collect() {
+        const counts = metrics.sources?.slots?.counts();
+        if (counts) this.set(counts.accounts);
+      },
+    });
     for (const kind of ['fanout', 'delivery']) this.requeued.inc({ kind }, 0);
     for (const table of ['deliveries', 'delivery_attempts', 'events']) this.purgedRows.inc({ table }, 0);
     const metrics = this;
@@ -112,9 +150,17 @@ export class DispatcherMetrics {
     });
   }
 
-  /** Where the queue and pending gauges read from at scrape time. */
-  watch(sources: { queues: Pick<Queues, 'fanout' | 'delivery'>; db: Db }): void {
+  /** Where the queue, pending and slot gauges read from at scrape time. */
+  watch(sources: { queues: Pick<Queues, 'fanout' | 'delivery'>; db: Db; slots?: SlotCounts }): void {
     this.sources = sources;
+  }
+
+  claimBusy(): void {
+    this.claimsBusy.inc();
+  }
+
+  recordRetried(): void {
+    this.recordRetries.inc();
   }
 
   attemptFinished(outcome: Pick<AttemptOutcome, 'error' | 'durationMs'>, result: RecordResult, lateMs: number): void {

@@ -41,7 +41,7 @@ export interface DeliverDeps {
   /** Claims and records, batched across the attempts in flight. */
   batches: AttemptBatches;
   logger: Logger;
-  metrics: Pick<DispatcherMetrics, 'attemptFinished'>;
+  metrics: Pick<DispatcherMetrics, 'attemptFinished' | 'claimBusy' | 'recordRetried'>;
 }
 
 function isDeliveryJob(data: unknown): data is DeliveryJob {
@@ -89,6 +89,7 @@ async function recordKnownOutcome(deps: DeliverDeps, attempt: ClaimedAttempt, ou
       }
       if (Date.now() + waitMs > deadline) throw error;
       deps.logger.warn('recording an attempt outcome failed; retrying it', context);
+      deps.metrics.recordRetried();
       await sleep(waitMs);
       waitMs = Math.min(MAX_RECORD_RETRY_MS, waitMs * 2);
     }
@@ -117,7 +118,10 @@ export function createDeliverProcessor(deps: DeliverDeps) {
         if (refusal.reason === 'not-due' || refusal.reason === 'in-flight-elsewhere') {
           await putBack(job, token, refusal.retryInMs);
         }
-        if (refusal.reason === 'busy') await putBack(job, token, refusal.retryInMs * (1 + Math.random()));
+        if (refusal.reason === 'busy') {
+          deps.metrics.claimBusy();
+          await putBack(job, token, refusal.retryInMs * (1 + Math.random()));
+        }
         if (refusal.reason === 'subscription-disabled') await failDeliveryOfDisabledSubscription(deps.db, deliveryId);
         if (refusal.reason === 'claim-limit') {
           deps.logger.error('delivery failed: its attempt was claimed again and again without a recorded outcome', {

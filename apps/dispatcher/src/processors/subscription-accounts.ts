@@ -23,6 +23,11 @@ export class SubscriptionAccounts {
     );
   }
 
+  /** How long reads have waited with none answered (MicroBatcher.stalledForMs). */
+  stalledForMs(): number {
+    return this.reads.stalledForMs();
+  }
+
   async accountOf(subscriptionId: string): Promise<string> {
     const known = this.known.get(subscriptionId);
     if (known !== undefined) return known;

@@ -28,7 +28,7 @@ export interface Harness {
   certificate: TestCertificate;
   dispatchers: Dispatcher[];
   /** `db`: a pool of the dispatcher's own, as a separate process would have (default: the harness's). */
-  startDispatcher(overrides?: Record<string, string>, options?: { trustReceiver?: boolean; logger?: Logger; db?: Db }): Dispatcher;
+  startDispatcher(overrides?: Record<string, string>, options?: { trustReceiver?: boolean; logger?: Logger; db?: Db; claimStallMs?: number }): Dispatcher;
   /** Every Redis key under this harness's queue prefix. */
   queueKeys(): Promise<string[]>;
   close(): Promise<void>;
@@ -69,6 +69,7 @@ export async function createHarness(overrides: Record<string, string> = {}): Pro
         config: dispatcherConfig,
         db: options.db ?? db,
         logger: options.logger ?? logger,
+        ...(options.claimStallMs === undefined ? {} : { claimStallMs: options.claimStallMs }),
         ...(options.trustReceiver === false ? {} : { ca: certificate.cert }),
       });
       dispatcher.start();
