@@ -5,7 +5,8 @@
 //
 // Paths: /ok → 200; /flaky/<k> → 503 for the first k requests of each delivery id, then 200;
 // /slow/<ms> → 200, answered <ms> milliseconds after the request arrived (a receiver that does
-// its work before answering, as real ones do: case 2b's dispatcher-bound regime).
+// its work before answering, as real ones do: case 2b's dispatcher-bound regime); /hang → no
+// answer until the parent sends `release` (a receiver that went dark: case 9's noisy neighbour).
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:https';
 
@@ -24,6 +25,8 @@ let waiters = [];
 let connections = 0;
 /** When the last answer was written (for /slow, the end of the last attempt as the sender sees it). */
 let lastAnsweredAt = null;
+/** Responses of /hang requests, held open until `release`. */
+let hanging = new Set();
 
 function checkWaiters() {
   if (waiters.length === 0) return;
@@ -47,8 +50,9 @@ const server = createServer(
     let status = 200;
     const flaky = /^\/flaky\/(\d+)/.exec(path);
     const slow = /^\/slow\/(\d+)/.exec(path);
+    const hang = path.startsWith('/hang');
     if (flaky && seen <= Number(flaky[1])) status = 503;
-    else if (!flaky && !slow && !path.startsWith('/ok')) status = 404;
+    else if (!flaky && !slow && !hang && !path.startsWith('/ok')) status = 404;
     records.push([id, at, seen, status]);
     const answer = () => {
       res.writeHead(status, { 'content-type': 'text/plain', 'content-length': status === 200 ? 2 : 7 });
@@ -58,7 +62,10 @@ const server = createServer(
     req.resume();
     req.on('end', () => {
       if (slow) setTimeout(answer, Math.max(0, at + Number(slow[1]) - nowMs()));
-      else answer();
+      else if (hang) {
+        hanging.add(answer);
+        res.on('close', () => hanging.delete(answer));
+      } else answer();
     });
     checkWaiters();
   },
@@ -77,6 +84,17 @@ process.on('message', (message) => {
       connections = 0;
       lastAnsweredAt = null;
       reply({ ok: true });
+      break;
+    case 'release': {
+      // Answers every held /hang request (200), so the attempts end now, not at their timeout.
+      const held = [...hanging];
+      hanging = new Set();
+      for (const answer of held) answer();
+      reply({ released: held.length });
+      break;
+    }
+    case 'hanging':
+      reply({ hanging: hanging.size });
       break;
     case 'count':
       reply({ count: records.length, unique: perDelivery.size, connections, lastAt: records[records.length - 1]?.[1] ?? null, lastAnsweredAt });

@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createAccount, createDb, createQueues, createRedis, createSite, createSubscription } from '@svc/core';
 import { apiTargets, floodRun, responseSize, runApiCases } from './cases/api.mjs';
-import { fanoutRun, latencyRun, Publisher, retryRun, throughputRun } from './cases/dispatcher.mjs';
+import { fanoutRun, latencyRun, neighbourRun, Publisher, retryRun, throughputRun } from './cases/dispatcher.mjs';
 import { cliRun, waitForQuietMachine } from './cases/cli.mjs';
 import { measuredCpuMs, scaleoutRun } from './cases/scaleout.mjs';
 import { memoryRun } from './cases/memory.mjs';
@@ -33,7 +33,7 @@ const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const API_FLAGS = process.env.BENCH_API_NODE_ARGS?.split(' ').filter(Boolean) ?? [];
 const BASE_FLAGS = process.env.BENCH_BASE_NODE_ARGS?.split(' ').filter(Boolean) ?? [];
 const BENCH = fileURLToPath(new URL('.', import.meta.url));
-const ALL_CASES = ['api', 'throughput', 'scaleout', 'latency', 'retry', 'fanout', 'memory', 'cli'];
+const ALL_CASES = ['api', 'throughput', 'scaleout', 'latency', 'retry', 'fanout', 'neighbour', 'memory', 'cli'];
 
 // ---------------------------------------------------------------------------------------------
 // Parameters
@@ -98,6 +98,12 @@ const FULL = {
   fanoutSubs: 1_000,
   // Reported (no target): one run of the same case at this width.
   fanoutWideSubs: 10_000,
+  // Case 9: a noisy account's subscriptions × events attempts to a receiver that never answers,
+  // beside a quiet account publishing at neighbourRate for neighbourDurationS.
+  neighbourNoisySubs: 30,
+  neighbourNoisyEvents: 10,
+  neighbourRate: 20,
+  neighbourDurationS: 5,
   memoryPending: 100_000,
   // Case 8: `svc` commands (and a bare node) run one after the other, this many times each.
   cliSamples: 15,
@@ -106,7 +112,7 @@ const FULL = {
   budgetMs: 14 * 60_000,
   watchdogMs: 15 * 60_000,
   // One run of each later case, reserved when deciding whether another run fits.
-  reserveMs: { throughput: 90_000, scaleout: 50_000, latency: 80_000, retry: 25_000, fanout: 45_000, memory: 30_000, cli: 30_000 },
+  reserveMs: { throughput: 90_000, scaleout: 50_000, latency: 80_000, retry: 25_000, fanout: 45_000, neighbour: 40_000, memory: 30_000, cli: 30_000 },
 };
 const QUICK = {
   ...FULL,
@@ -129,11 +135,12 @@ const QUICK = {
   retryLeadMs: 2_000,
   fanoutSubs: 100,
   fanoutWideSubs: 1_000,
+  neighbourDurationS: 3,
   memoryPending: 5_000,
   cliSamples: 3,
   budgetMs: 3 * 60_000,
   watchdogMs: 4 * 60_000,
-  reserveMs: { throughput: 15_000, scaleout: 30_000, latency: 15_000, retry: 5_000, fanout: 3_000, memory: 3_000, cli: 5_000 },
+  reserveMs: { throughput: 15_000, scaleout: 30_000, latency: 15_000, retry: 5_000, fanout: 3_000, neighbour: 20_000, memory: 3_000, cli: 5_000 },
 };
 const P = { ...(quick ? QUICK : FULL) };
 if (option('runs')) P.runs = Math.max(1, Number(option('runs')));
@@ -295,7 +302,7 @@ async function main() {
   // Postgres here may run without autovacuum (a shared machine's setting); a customer's does
   // not. Between runs the bench then does what autovacuum would have done by then.
   const autovacuumOff = (await db.raw('SHOW autovacuum')).rows[0].autovacuum === 'off';
-  const results = { vacuums: [], api: null, retry: [], throughput: [], scaleout: [], latency: [], latencyLow: [], fanout: [], memory: [], cli: null, rss: {}, budget: [] };
+  const results = { vacuums: [], api: null, retry: [], throughput: [], scaleout: [], latency: [], latencyLow: [], fanout: [], neighbour: [], memory: [], cli: null, rss: {}, budget: [] };
 
   // Runs of a case: P.runs of them, or fewer when the next would not fit in the time budget
   // together with one run of every case still to come.
@@ -480,6 +487,15 @@ async function main() {
     const wide = await fanoutRun({ db, receiver, queues, siteId: fx.wide.siteId, m: P.fanoutWideSubs });
     log(`  fan-out to ${P.fanoutWideSubs}: received after ${wide.ms.toFixed(0)} ms${wide.valid ? '' : ` INVALID ${JSON.stringify(wide.recorded)}`}`);
     results.fanoutWide = [wide];
+  }
+
+  // Case 9.
+  if (only.includes('neighbour')) {
+    results.neighbour = await repeat('neighbour', async (r) => {
+      const m = await neighbourRun({ db, receiver, queues, receiverUrl, noisySubs: P.neighbourNoisySubs, noisyEvents: P.neighbourNoisyEvents, rate: P.neighbourRate, durationS: P.neighbourDurationS, drainMs: P.latencyDrainMs });
+      log(`  neighbour run ${r + 1}/${P.runs}: quiet account p50/p99 ${m.alone.p50.toFixed(1)}/${m.alone.p99.toFixed(1)} ms alone, ${m.beside.p50.toFixed(1)}/${m.beside.p99.toFixed(1)} ms beside ${m.noisyOnTheWire.atStart}..${m.noisyOnTheWire.atEnd} hanging attempts of the noisy one${m.valid ? '' : ` INVALID (missing ${m.alone.missing} alone, ${m.beside.missing} beside)`}`);
+      return m;
+    });
   }
 
   // Case 6.
@@ -751,6 +767,17 @@ function buildReport(results, machine, mode) {
       invalid = true;
       notes.push(`INVALID fan-out run: ${JSON.stringify(m.recorded)}`);
     }
+  }
+
+  if (results.neighbour.length) {
+    const nb = results.neighbour;
+    rows.push({ case: '9', figure: `quiet account, publish → receipt p50 beside ${P.neighbourNoisySubs * P.neighbourNoisyEvents} attempts of another account to receivers that never answer (baseline: alone)`, unit: 'ms', format: 'ms', svc: per(nb, (m) => m.beside.p50), baseline: per(nb, (m) => m.alone.p50), target: 'info' });
+    rows.push({ case: '9', figure: 'quiet account, publish → receipt p99 beside them (baseline: alone)', unit: 'ms', format: 'ms', svc: per(nb, (m) => m.beside.p99), baseline: per(nb, (m) => m.alone.p99), target: '≤ 2× alone + 50 ms', met: ({ svc, baseline }) => svc.median <= 2 * baseline.median + 50 });
+    for (const m of nb) if (!m.valid) {
+      invalid = true;
+      notes.push(`INVALID neighbour run: ${JSON.stringify({ alone: m.alone, beside: m.beside })}`);
+    }
+    notes.push(`Case 9: the noisy account has ${P.neighbourNoisySubs} subscriptions to a receiver that never answers (until the case ends) and publishes ${P.neighbourNoisyEvents} events at once; the quiet account (one subscription) publishes ${P.neighbourRate}/s for ${P.neighbourDurationS} s, first alone, then once at least 50 of the noisy attempts are on the wire; noisy attempts on the wire at the start and the end of that measurement: ${nb.map((m) => `${m.noisyOnTheWire.atStart}..${m.noisyOnTheWire.atEnd}`).join(' / ')}. Every dispatcher setting at its default (DISPATCHER_CONCURRENCY=${DISPATCHER_CONCURRENCY}, WEBHOOK_TIMEOUT_MS 10 s).`);
   }
 
   if (results.cli) {

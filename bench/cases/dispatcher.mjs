@@ -1,7 +1,7 @@
 // Cases 2 (throughput vs a got loop), 3 (latency at a steady rate), 4 (retry punctuality) and
 // 5 (fan-out). Events are published through the producer functions of @svc/core, exactly as
 // other services publish them; receipts are timed by the receiver process.
-import { completeAiMonitorRun, completeScan, deployPowerUp, enqueueDeliveries, newId } from '@svc/core';
+import { completeAiMonitorRun, completeScan, createAccount, createSite, createSubscription, deployPowerUp, enqueueDeliveries, newId } from '@svc/core';
 import { cpuDelta, cpuSnapshot, machineDelta, machineSnapshot } from '../lib/cpu.mjs';
 import { describe, nowMs, sleep } from '../lib/stats.mjs';
 
@@ -322,4 +322,78 @@ export async function fanoutRun({ db, receiver, queues, siteId, m }) {
   if (!got.reached) throw new Error(`fan-out: only ${got.count} of ${m} deliveries received`);
   const recorded = await waitRecorded(db, [eventId], m);
   return { ms: got.lastAt - t0, recorded, valid: recorded.delivered === m };
+}
+
+/**
+ * Case 9, a noisy neighbour: account A's `noisySubs` subscriptions go to a receiver that never
+ * answers, and `noisyEvents` events make noisySubs × noisyEvents attempts due at once; meanwhile
+ * account B publishes at `rate` for `durationS` to one healthy subscription. B's publish → receipt
+ * latency is measured with A's attempts on the wire, and alone just before, in the same run.
+ */
+export async function neighbourRun({ db, receiver, queues, receiverUrl, noisySubs, noisyEvents, rate, durationS, drainMs }) {
+  const tag = newId('nb').slice(3, 11);
+  const tenant = async (name) => {
+    const account = await createAccount(db, { name: `bench neighbour ${name} ${tag}` });
+    const site = await createSite(db, account.id, { domain: `${name}-${tag}.example.com` });
+    return { accountId: account.id, siteId: site.id };
+  };
+  const quiet = await tenant('quiet');
+  await createSubscription(db, quiet.accountId, { url: `${receiverUrl}/ok?neighbour=quiet`, events: ['ai_check.completed'] });
+  const noisy = await tenant('noisy');
+  for (let i = 0; i < noisySubs; i++) await createSubscription(db, noisy.accountId, { url: `${receiverUrl}/hang?sub=${i}`, events: ['ai_check.completed'] });
+
+  await receiver.rpc('reset');
+  const alone = await quietLatency({ db, receiver, siteId: quiet.siteId, rate, durationS, drainMs, queues });
+
+  const noisyEventIds = [];
+  for (let i = 0; i < noisyEvents; i++) noisyEventIds.push((await completeAiMonitorRun({ db, queues }, { siteId: noisy.siteId, compositeScore: i })).eventId);
+  // B starts once A holds every slot it may: its attempts end only at WEBHOOK_TIMEOUT_MS.
+  const held = await until(async () => {
+    const answer = await receiver.rpc('hanging');
+    return answer.hanging >= 50 ? answer : false;
+  }, 30_000);
+  const beside = await quietLatency({ db, receiver, siteId: quiet.siteId, rate, durationS, drainMs, queues });
+  const { hanging } = await receiver.rpc('hanging');
+
+  // A's backlog is dropped (so later cases do not meet it) and its held requests answered.
+  await db('deliveries').whereIn('event_id', noisyEventIds).where({ status: 'pending' }).update({ status: 'failed', next_attempt_at: null, failure_reason: 'bench: neighbour dropped' });
+  await receiver.rpc('release');
+  await until(async () => {
+    const counts = await queues.delivery.getJobCounts('active', 'waiting', 'delayed');
+    return counts.active + counts.waiting + counts.delayed === 0;
+  }, 30_000, 200);
+  return { alone, beside, noisyOnTheWire: { atStart: held ? held.hanging : 0, atEnd: hanging }, valid: alone.missing === 0 && beside.missing === 0 };
+}
+
+/** B's part of case 9: events at `rate` for `durationS`, each timed from its publish to its first receipt. */
+async function quietLatency({ db, receiver, queues, siteId, rate, durationS, drainMs }) {
+  const n = Math.max(2, Math.round(rate * durationS));
+  const startedAt = new Float64Array(n);
+  const pending = [];
+  const interval = 1000 / rate;
+  const t0 = nowMs() + 20;
+  for (let i = 0; i < n; i++) {
+    await sleep(Math.max(0, t0 + i * interval - nowMs()));
+    startedAt[i] = nowMs();
+    pending.push(completeAiMonitorRun({ db, queues }, { siteId, compositeScore: i % 100 }).then((p) => p.eventId));
+  }
+  const eventIds = await Promise.all(pending);
+  const { rows } = await db.raw('SELECT id, event_id FROM deliveries WHERE event_id = ANY(?)', [eventIds]);
+  const deliveryOf = new Map(rows.map((row) => [row.event_id, row.id]));
+  const wanted = new Set(deliveryOf.values());
+  const firstReceipt = new Map();
+  const deadline = nowMs() + drainMs;
+  while (firstReceipt.size < wanted.size && nowMs() < deadline) {
+    const { records } = await receiver.rpc('dump');
+    for (const [id, at, nth] of records) if (nth === 1 && wanted.has(id) && !firstReceipt.has(id)) firstReceipt.set(id, at);
+    if (firstReceipt.size < wanted.size) await sleep(100);
+  }
+  const waitedUntil = nowMs();
+  let missing = 0;
+  const latencies = eventIds.map((eventId, k) => {
+    const at = firstReceipt.get(deliveryOf.get(eventId));
+    if (at === undefined) missing++;
+    return (at ?? waitedUntil) - startedAt[k];
+  });
+  return { ...describe(latencies), missing };
 }
