@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import request from 'supertest';
-import { completeScan, createLogger, createQueues, fanOutEvent, verifySignature } from '@svc/core';
-import { testConfig, waitFor } from '@svc/core/testing';
+import { completeScan, createLogger, createQueues, verifySignature } from '@svc/core';
+import { fanOutCollecting, testConfig, waitFor } from '@svc/core/testing';
 import { createApp } from '../src/app.js';
 import { createHarness, subscriptionRow, waitForDelivery, type Harness } from '@svc/dispatcher/test-support';
 import { apiOn, call, deliveriesOf, fireEvent, ISO_8601, tenantWithKey, waitForRow } from './delivery-stories.js';
@@ -182,7 +182,7 @@ describe('fan-out beside redeliveries', () => {
     const res = await call(api, t.key).post(redeliverPath(sub.id, original.id));
     await waitForRow(h, res.body.data.delivery.id, (r) => r.status === 'delivered', 'the redelivery to be delivered');
 
-    const again = await Promise.all([fanOutEvent(h.db, eventId), fanOutEvent(h.db, eventId)]);
+    const again = await Promise.all([fanOutCollecting(h.db, [eventId]), fanOutCollecting(h.db, [eventId])]);
 
     expect(again).toEqual([{ firstAttempts: [] }, { firstAttempts: [] }]);
     expect(await deliveriesOf(h, eventId, sub.id)).toHaveLength(2);
@@ -193,7 +193,7 @@ describe('fan-out beside redeliveries', () => {
     const sub = await t.subscribe('/ok/fan-out-race');
     const eventId = await fireEvent(h, t.site.id);
 
-    await Promise.all([fanOutEvent(h.db, eventId), fanOutEvent(h.db, eventId), fanOutEvent(h.db, eventId)]);
+    await Promise.all([fanOutCollecting(h.db, [eventId]), fanOutCollecting(h.db, [eventId]), fanOutCollecting(h.db, [eventId])]);
     const rows = await deliveriesOf(h, eventId, sub.id);
     expect(rows).toHaveLength(1);
     await waitForRow(h, rows[0]!.id, (r) => r.status === 'delivered', 'delivered');

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { claimAttempts, fanOutEvents, newId, recordAttempts, type Db } from '@svc/core';
+import { claimAttempts, newId, recordAttempts, type Db } from '@svc/core';
 import { createHarness, seedTenant, type Harness } from './support/harness.js';
+import { fanOutCollecting } from '@svc/core/testing';
 
 /**
  * ADR 13: the batched claim, the batched record and the fan-out's re-queue cost what their batch
@@ -111,7 +112,7 @@ describe(`claims, records and fan-outs beside ${BACKLOG} pending deliveries the 
         record: await planOf(tx as unknown as Db, () =>
           recordAttempts(tx as unknown as Db, batch.map((row) => ({ attempt: { deliveryId: row.id, subscriptionId: sub.id, attempt: 1 }, outcome })), [1_000]),
         ),
-        fanOut: await planOf(tx as unknown as Db, () => fanOutEvents(tx as unknown as Db, eventIds.slice(0, 20))),
+        fanOut: await planOf(tx as unknown as Db, () => fanOutCollecting(tx as unknown as Db, eventIds.slice(0, 20))),
       };
 
       for (const text of Object.values(plans)) {

@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
-import { completeScan, deployPowerUp, fanOutEvent, PRODUCER_FAN_OUT_MAX } from '@svc/core';
-import { uniqueTag, waitFor } from '@svc/core/testing';
+import { completeScan, deployPowerUp, PRODUCER_FAN_OUT_MAX } from '@svc/core';
+import { fanOutCollecting, uniqueTag, waitFor } from '@svc/core/testing';
 import { createHarness, seedTenant, type Harness } from './support/harness.js';
 import { attemptsOf, producerOf } from './support/delivery-probe.js';
 
@@ -65,7 +65,7 @@ describe('a producer fanning its event out in its own transaction', () => {
 
     // A subscription made after the event's commit is not the event's audience.
     await tenant.subscribe(`/ok/later-${tag}`);
-    const again = await Promise.all([fanOutEvent(h.db, eventId), fanOutEvent(h.db, eventId)]);
+    const again = await Promise.all([fanOutCollecting(h.db, [eventId]), fanOutCollecting(h.db, [eventId])]);
 
     // Its first attempt is still waiting (no dispatcher runs): the producer queued it, nothing to do.
     expect(row).toMatchObject({ status: 'pending', attempt_count: 0, subscription_id: sub.id });
@@ -75,7 +75,7 @@ describe('a producer fanning its event out in its own transaction', () => {
 
     h.startDispatcher();
     await waitFor(async () => (await deliveriesOf(eventId))[0]!.status === 'delivered', 20_000, 'the delivery to be delivered');
-    expect(await fanOutEvent(h.db, eventId)).toEqual({ firstAttempts: [] });
+    expect(await fanOutCollecting(h.db, [eventId])).toEqual({ firstAttempts: [] });
     expect(h.receiver.to(`/ok/again-${tag}`)).toHaveLength(1);
     expect(h.receiver.to(`/ok/later-${tag}`)).toHaveLength(0);
   });

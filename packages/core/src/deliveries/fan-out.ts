@@ -14,7 +14,7 @@ export interface FirstAttempt {
 export const PRODUCER_FAN_OUT_MAX = 100;
 
 /**
- * The fan-out of a producer's statement (ADR 13, ADR 14): the same rows fanOutEvents makes — one
+ * The fan-out of a producer's statement (ADR 13, ADR 14): the same rows fanOutEventsInPages makes — one
  * pending delivery per active subscription of the account whose events hold the event's type or
  * `*`, due now — made in the transaction that records the facts and their events, so the first
  * attempts can be queued right after the commit instead of one job and one transaction later.
@@ -264,27 +264,4 @@ export async function fanOutEventsInPages(
   const summary: FanOutSummary = { pages: 0, created: 0, queued: 0 };
   for (const eventId of eventIds) await fanOutEventInPages(db, eventId, queuePage, pageSize, summary);
   return summary;
-}
-
-/**
- * fanOutEventsInPages collecting every page's first attempts, for a caller that takes them all at
- * once (and so holds all of them in memory): the dispatcher queues them page by page instead.
- */
-export async function fanOutEvents(
-  db: Db,
-  eventIds: readonly string[],
-): Promise<{ firstAttempts: FirstAttempt[] }> {
-  const firstAttempts: FirstAttempt[] = [];
-  await fanOutEventsInPages(db, eventIds, async (page) => {
-    firstAttempts.push(...page.firstAttempts);
-  });
-  return { firstAttempts };
-}
-
-/** fanOutEvents for one event. */
-export async function fanOutEvent(
-  db: Db,
-  eventId: string,
-): Promise<{ firstAttempts: FirstAttempt[] }> {
-  return fanOutEvents(db, [eventId]);
 }

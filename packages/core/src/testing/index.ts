@@ -3,6 +3,7 @@ import { dropDatabase, migrateToLatest } from '../db/migrate.js';
 import { createAccount } from '../accounts/account.repository.js';
 import { loadConfig, type Config } from '../config.js';
 import type { Db } from '../db/knex.js';
+import { fanOutEventsInPages, type FirstAttempt } from '../deliveries/fan-out.js';
 import { createApiKey } from '../keys/key.repository.js';
 import type { Scope } from '../keys/api-key.js';
 import { createSite } from '../sites/site.repository.js';
@@ -137,4 +138,13 @@ export async function holdPort(): Promise<{ port: number; release(): Promise<voi
     port: typeof address === 'object' && address ? address.port : 0,
     release: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
+}
+
+/** The dispatcher's fan-out of these events, with every page's first attempts collected (the dispatcher queues them page by page). */
+export async function fanOutCollecting(db: Db, eventIds: readonly string[]): Promise<{ firstAttempts: FirstAttempt[] }> {
+  const firstAttempts: FirstAttempt[] = [];
+  await fanOutEventsInPages(db, eventIds, async (page) => {
+    firstAttempts.push(...page.firstAttempts);
+  });
+  return { firstAttempts };
 }
