@@ -5,6 +5,7 @@ import { authenticate, rateLimit } from './auth/authenticate.js';
 import { KeyCache } from './auth/key-cache.js';
 import { KeyLookupGate, keyLookupConcurrency } from './auth/key-lookup-gate.js';
 import { KeyUsageTracker } from './auth/key-usage-tracker.js';
+import { KnownKeys } from './auth/known-keys.js';
 import { SharedKeyLookups } from './auth/shared-key-lookups.js';
 import { UnknownKeyCache } from './auth/unknown-key-cache.js';
 import { deliveriesRoutes } from './deliveries/deliveries.routes.js';
@@ -21,7 +22,7 @@ import { scansRoutes } from './scans/scans.routes.js';
 import { sitesRoutes } from './sites/sites.routes.js';
 import { webhooksRoutes } from './webhooks/webhooks.routes.js';
 
-export { ApiMetrics, KeyCache, UnknownKeyCache };
+export { ApiMetrics, KeyCache, KnownKeys, UnknownKeyCache };
 
 export interface AppDeps {
   config: Pick<Config, 'rateLimitPerMinute' | 'queuePrefix' | 'dbPoolMax'>;
@@ -38,6 +39,10 @@ export interface AppDeps {
   unknownKeyCache?: UnknownKeyCache;
   /** The operator pool (main.ts) /readyz pings through, so probes never take or wait for a request's connection; else `db`. */
   probeDb?: Db;
+  /** The key filter, when main.ts feeds it Postgres key notifications: unknown keys are then refused with no query. */
+  knownKeys?: KnownKeys;
+  /** The key lookup lanes (never-seen keys, keys seen before); else two of a quarter of the pool each. */
+  keyLookupGates?: { unseen: KeyLookupGate; seen: KeyLookupGate };
 }
 
 /** Builds the API; it never listens (main.ts does), so tests drive it with supertest. */
@@ -53,14 +58,20 @@ export function createApp(deps: AppDeps): Express {
   const metrics = deps.metrics ?? new ApiMetrics();
   metrics.watchLimiter(limiter);
   const unknown = deps.unknownKeyCache ?? new UnknownKeyCache();
-  const lookups = new KeyLookupGate(keyLookupConcurrency(deps.config.dbPoolMax));
+  const gates = deps.keyLookupGates ?? {
+    unseen: new KeyLookupGate(keyLookupConcurrency(deps.config.dbPoolMax)),
+    seen: new KeyLookupGate(keyLookupConcurrency(deps.config.dbPoolMax)),
+  };
   const shared = new SharedKeyLookups<AuthenticatedKey | undefined>();
 
   // One flat router for every /api/v1 route, in this order: a request walks one route list
   // instead of entering a router per resource (the profile had Express's router at a tenth of
   // the API's CPU on GET /webhooks, the fourth router it entered).
   const v1 = Router();
-  v1.use(authenticate({ db: deps.db, cache, unknown, lookups, shared }), rateLimit({ limiter, cache, db: deps.db, usage }));
+  v1.use(
+    authenticate({ db: deps.db, cache, unknown, lookups: gates.unseen, revalidations: gates.seen, shared, ...(deps.knownKeys ? { known: deps.knownKeys } : {}) }),
+    rateLimit({ limiter, cache, db: deps.db, usage }),
+  );
   sitesRoutes({ db: deps.db }, v1);
   scansRoutes({ db: deps.db }, v1);
   aiMonitorRoutes({ db: deps.db }, v1);

@@ -13,7 +13,7 @@ import {
   waitForRedisReady,
   withApplicationName,
 } from '@svc/core';
-import { ApiMetrics, createApp, KeyCache, UnknownKeyCache } from './app.js';
+import { ApiMetrics, createApp, KeyCache, KnownKeys, UnknownKeyCache } from './app.js';
 import { createApiServer } from './http/server.js';
 
 const config = loadConfigOrExit();
@@ -38,14 +38,23 @@ if (!(await waitForRedisReady(redis, 5_000))) {
 const keyCache = new KeyCache();
 keyCache.setTrusted(false);
 const unknownKeyCache = new UnknownKeyCache();
+// Every active key's hash prefix, kept by the same notifications: a random well-formed key is refused with no query.
+const knownKeys = new KnownKeys(db, logger);
 const revocations = new RevocationListener(
   config.databaseUrl,
   {
-    onRevoked: (keyId) => keyCache.deleteKey(keyId),
-    onCreated: () => unknownKeyCache.clear(),
+    onRevoked: (keyId) => {
+      keyCache.deleteKey(keyId);
+      knownKeys.revoked(keyId);
+    },
+    onCreated: (keyId) => {
+      unknownKeyCache.clear();
+      knownKeys.created(keyId);
+    },
     onConnectionChange: (listening) => {
       keyCache.setTrusted(listening);
       unknownKeyCache.clear();
+      knownKeys.listeningChanged(listening);
     },
   },
   logger,
@@ -62,7 +71,7 @@ const metricsServer = await startMetricsServer({
   logger,
 });
 
-const server = createApiServer(createApp({ config, db, redis, queues, logger, keyCache, unknownKeyCache, metrics, probeDb }), config);
+const server = createApiServer(createApp({ config, db, redis, queues, logger, keyCache, unknownKeyCache, knownKeys, metrics, probeDb }), config);
 server.listen(config.port, () => {
   const address = server.address();
   logger.info('api listening', { port: typeof address === 'object' && address ? address.port : config.port });
@@ -78,6 +87,7 @@ async function stop(signal: string): Promise<void> {
     server.closeIdleConnections();
   });
   await revocations.stop();
+  knownKeys.stop();
   await metricsServer.close();
   await endIfNeverReady(queueRedis);
   await queues.close().catch(() => undefined);

@@ -15,7 +15,8 @@ import {
   type Redis,
 } from '@svc/core';
 import { testConfig, waitFor } from '@svc/core/testing';
-import { ApiMetrics, createApp, KeyCache, UnknownKeyCache } from '../src/app.js';
+import { ApiMetrics, createApp, KeyCache, KnownKeys, UnknownKeyCache } from '../src/app.js';
+import type { KeyLookupGate } from '../src/auth/key-lookup-gate.js';
 import { createApiServer } from '../src/http/server.js';
 import { contractChecked, drainContractViolations } from './openapi-contract.js';
 
@@ -29,6 +30,14 @@ afterEach(() => {
     throw new Error(`${violations.length} response(s) drift from the OpenAPI document:\n${violations.join('\n')}`);
   }
 });
+
+/** What a test may give the app instead of its own: caches, the key filter, the key lookup lanes. */
+export interface TestCaches {
+  keyCache?: KeyCache;
+  unknownKeyCache?: UnknownKeyCache;
+  knownKeys?: KnownKeys;
+  keyLookupGates?: { unseen: KeyLookupGate; seen: KeyLookupGate };
+}
 
 export interface TestApi {
   app: Express;
@@ -46,7 +55,7 @@ export interface TestApi {
 export function createTestApi(
   overrides: Record<string, string> = {},
   shared?: { db?: Db; redis?: Redis; metrics?: ApiMetrics; probeDb?: Db },
-  caches?: { keyCache?: KeyCache; unknownKeyCache?: UnknownKeyCache },
+  caches?: TestCaches,
 ): TestApi {
   return assemble(overrides, shared, caches);
 }
@@ -90,7 +99,7 @@ export async function createListeningTestApi(
 function assemble(
   overrides: Record<string, string>,
   shared?: { db?: Db; redis?: Redis; metrics?: ApiMetrics; probeDb?: Db },
-  caches: { keyCache?: KeyCache; unknownKeyCache?: UnknownKeyCache } = {},
+  caches: TestCaches = {},
   fixed?: Config,
 ): TestApi {
   const config = fixed ?? testConfig({ DB_POOL_MAX: '5', ...overrides });

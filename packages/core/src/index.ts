@@ -18,6 +18,7 @@ export * from './keys/api-key.js';
 export * from './keys/key.repository.js';
 export * from './keys/key-revocation.js';
 export * from './keys/revocation-listener.js';
+export * from './keys/key-hash-prefixes.js';
 export * from './webhooks/subscription.repository.js';
 export * from './webhooks/revoke-subscription.js';
 export * from './events/event-types.js';

@@ -14,6 +14,7 @@ import {
 import type { SlidingWindowLimiter } from '../rate-limit/sliding-window-limiter.js';
 import type { KeyCache } from './key-cache.js';
 import type { KeyLookupGate } from './key-lookup-gate.js';
+import type { KnownKeys } from './known-keys.js';
 import type { KeyUsageTracker } from './key-usage-tracker.js';
 import type { SharedKeyLookups } from './shared-key-lookups.js';
 import type { UnknownKeyCache } from './unknown-key-cache.js';
@@ -51,20 +52,34 @@ export function authOf(res: Response): AuthenticatedKey {
  * Redis call that its revocation has not been announced. Concurrent requests with the same
  * uncached key share one lookup; lookups that do reach Postgres pass through the gate, so a
  * flood of random keys cannot take the whole pool.
+ *
+ * With the key filter (`known`, wired by main.ts to the key notifications), a well-formed key
+ * whose hash prefix no active key has is refused with no query at all. Lookups that do happen take
+ * one of two lanes, each with its own bound: keys the filter knows or this process found recently
+ * (a cache entry that expired), and keys never seen; a flood of random keys fills only the second,
+ * so a legitimate key's re-validation never waits behind it.
  */
 export function authenticate(deps: {
   db: Db;
   cache: KeyCache;
   unknown: UnknownKeyCache;
+  /** Lookups of keys never seen here. */
   lookups: KeyLookupGate;
+  /** Lookups of keys the filter knows or this process found recently; else everything takes `lookups`. */
+  revalidations?: KeyLookupGate;
   shared: SharedKeyLookups<AuthenticatedKey | undefined>;
+  known?: KnownKeys;
 }): RequestHandler {
   const lookUp = async (keyHash: string): Promise<AuthenticatedKey> => {
     if (deps.unknown.has(keyHash)) throw new InvalidKeyError(INVALID_KEY_MESSAGE);
+    const verdict = deps.known?.verdict(keyHash) ?? 'unsure';
+    if (verdict === 'absent') throw new InvalidKeyError(INVALID_KEY_MESSAGE);
+    const seen = verdict === 'present' || deps.cache.seenRecently(keyHash);
+    const gate = seen && deps.revalidations ? deps.revalidations : deps.lookups;
     const generation = deps.cache.currentGeneration();
     const unknownGeneration = deps.unknown.currentGeneration();
     const key = await deps.shared.run(keyHash, [generation, unknownGeneration], () =>
-      deps.lookups.run(() => findActiveKeyByHash(deps.db, keyHash)),
+      gate.run(() => findActiveKeyByHash(deps.db, keyHash)),
     );
     if (!key) {
       deps.unknown.add(keyHash, unknownGeneration);

@@ -15,6 +15,12 @@ interface Entry {
  */
 export class KeyCache {
   private readonly entries = new Map<string, Entry>();
+  /**
+   * Hashes of keys found recently whose entries expired (or were set aside while untrusted), by
+   * key id: their next lookup is a re-validation and takes the lane of keys seen before
+   * (authenticate.ts), never the queue of never-seen keys a flood of random keys fills.
+   */
+  private readonly expired = new Map<string, string>();
   private trusted = true;
   /** Moves on every invalidation, so a lookup that raced with one is not cached. */
   private generation = 0;
@@ -32,9 +38,24 @@ export class KeyCache {
     if (!entry) return undefined;
     if (entry.expiresAt <= Date.now()) {
       this.entries.delete(hash);
+      this.remember(hash, entry.key.id);
       return undefined;
     }
     return entry.key;
+  }
+
+  /** True when this hash was a key found here recently (its entry expired, or the cache is untrusted). */
+  seenRecently(hash: string): boolean {
+    return this.expired.has(hash) || this.entries.has(hash);
+  }
+
+  private remember(hash: string, keyId: string): void {
+    this.expired.delete(hash);
+    if (this.expired.size >= MAX_ENTRIES) {
+      const oldest = this.expired.keys().next().value;
+      if (oldest !== undefined) this.expired.delete(oldest);
+    }
+    this.expired.set(hash, keyId);
   }
 
   /** Caches a key read from Postgres, unless an invalidation happened since the read began. */
@@ -44,6 +65,7 @@ export class KeyCache {
       const oldest = this.entries.keys().next().value;
       if (oldest !== undefined) this.entries.delete(oldest);
     }
+    this.expired.delete(hash);
     this.entries.set(hash, { key, expiresAt: Date.now() + this.ttlMs });
   }
 
@@ -56,12 +78,16 @@ export class KeyCache {
   deleteKey(keyId: string): void {
     this.generation += 1;
     for (const [hash, entry] of this.entries) if (entry.key.id === keyId) this.entries.delete(hash);
+    for (const [hash, id] of this.expired) if (id === keyId) this.expired.delete(hash);
   }
 
   /** While untrusted (revocations might be missed) nothing is served from or put in the cache. */
   setTrusted(trusted: boolean): void {
     this.generation += 1;
     this.trusted = trusted;
-    if (!trusted) this.entries.clear();
+    if (trusted) return;
+    // Their keys are still the ones clients use: while untrusted each is re-validated, in the lane of keys seen before.
+    for (const [hash, entry] of this.entries) this.remember(hash, entry.key.id);
+    this.entries.clear();
   }
 }

@@ -10,6 +10,11 @@ export class KeyLookupGate {
 
   constructor(readonly maxConcurrent: number) {}
 
+  /** Lookups waiting for a slot. */
+  get queued(): number {
+    return this.waiting.length;
+  }
+
   async run<T>(lookup: () => Promise<T>): Promise<T> {
     if (this.active >= this.maxConcurrent) {
       await new Promise<void>((resolve) => this.waiting.push(resolve));
