@@ -77,6 +77,8 @@ export interface DispatcherDeps {
   ca?: string | Buffer;
   /** The metrics main.ts serves on METRICS_PORT; else a registry of this dispatcher's own. */
   metrics?: DispatcherMetrics;
+  /** The pool /readyz pings Postgres through (main.ts: the operator pool); default `db`. */
+  operatorDb?: Db;
   /** How long claims may wait with none answered before /readyz says they are stalled (default CLAIM_STALL_MS). */
   claimStallMs?: number;
 }
@@ -179,7 +181,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
     metrics,
     readiness: () =>
       checkReadiness({
-        db,
+        db: deps.operatorDb ?? db,
         redis: producerRedis,
         workersRunning: () => workers.length > 0 && workers.every((worker) => worker.isRunning()),
         claimsStalledForMs: () => {

@@ -8,8 +8,8 @@ const config = loadConfigOrExit();
 const logger = createLogger(config.logLevel, { service: 'dispatcher' });
 const db = createDispatcherDb(withApplicationName(config.databaseUrl, 'svc dispatcher'), config.dbPoolMax, dbBoundsOf(config));
 // Probes and scrapes get a pool of their own: a burst of them never takes a delivery's connection.
-const operator = createOperatorSide(config.databaseUrl, db);
-const dispatcher = createDispatcher({ config, db, logger, metrics: operator.metrics });
+const operator = createOperatorSide(config.databaseUrl);
+const dispatcher = createDispatcher({ config, db, logger, metrics: operator.metrics, operatorDb: operator.operatorDb });
 dispatcher.start();
 // Its only HTTP port: /metrics, /healthz, /readyz, on loopback unless METRICS_HOST opens it.
 // A taken port is a warning; the deliveries go on.

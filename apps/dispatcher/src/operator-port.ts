@@ -1,6 +1,6 @@
 import { createOperatorDb, startMetricsServer, type Db, type Logger, type MetricsServer } from '@svc/core';
 import type { Dispatcher } from './dispatcher.js';
-import { healthRoutes, pingPostgresThrough } from './health/dispatcher-health.js';
+import { healthRoutes } from './health/dispatcher-health.js';
 import { DispatcherMetrics } from './metrics/dispatcher-metrics.js';
 
 /** pg_stat_activity's name for the operator pool's connections. */
@@ -15,13 +15,12 @@ export interface OperatorSide {
 }
 
 /**
- * What main.ts sets up before the dispatcher on `deliveryDb`: an operator pool of its own, which
- * its readiness ping and scrape-time gauges use, so that probes and scrapes neither take nor wait
- * for a connection of the delivery pool.
+ * What main.ts sets up before the dispatcher: an operator pool of its own, which its readiness
+ * ping (createDispatcher's `operatorDb`) and scrape-time gauges use, so that probes and scrapes
+ * neither take nor wait for a connection of the delivery pool.
  */
-export function createOperatorSide(databaseUrl: string, deliveryDb: Db): OperatorSide {
+export function createOperatorSide(databaseUrl: string): OperatorSide {
   const operatorDb = createOperatorDb(databaseUrl, DISPATCHER_OPERATOR_APPLICATION_NAME);
-  pingPostgresThrough(deliveryDb, operatorDb);
   return { operatorDb, metrics: new DispatcherMetrics(undefined, { db: operatorDb }), close: () => operatorDb.destroy() };
 }
 

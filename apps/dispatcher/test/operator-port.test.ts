@@ -75,12 +75,13 @@ describe('probes and scrapes of a dispatcher whose delivery pool is busy to its 
     h = await createHarness();
     // Wired as main.ts wires it: a delivery pool, the operator side, the dispatcher, its port.
     deliveryDb = createDispatcherDb(h.config.databaseUrl, DELIVERY_POOL_MAX);
-    operator = createOperatorSide(h.config.databaseUrl, deliveryDb);
+    operator = createOperatorSide(h.config.databaseUrl);
     dispatcher = createDispatcher({
       config: testConfig({ DATABASE_URL: h.config.databaseUrl, QUEUE_PREFIX: h.config.queuePrefix, DISPATCHER_SWEEP_INTERVAL_MS: '3600000' }),
       db: deliveryDb,
       logger: createLogger('error', { silent: true }),
       metrics: operator.metrics,
+      operatorDb: operator.operatorDb,
     });
     dispatcher.start();
     server = await serveOperatorPort(dispatcher, { port: await freePort(), host: '127.0.0.1', logger: createLogger('error', { silent: true }) });

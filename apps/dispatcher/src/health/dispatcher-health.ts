@@ -7,21 +7,11 @@ export interface Readiness {
   reasons?: string[];
 }
 
-/** The operator pool that pings Postgres for a dispatcher's readiness, by the dispatcher's own pool. */
-const probePools = new WeakMap<Db, Db>();
-
-/**
- * main.ts: the readiness of a dispatcher working on `db` pings Postgres through `probeDb` (its
- * operator pool), so a burst of probes never takes, nor waits for, a connection deliveries need.
- * Without it (a dispatcher built alone, in tests) the ping uses `db` itself.
- */
-export function pingPostgresThrough(db: Db, probeDb: Db): void {
-  probePools.set(db, probeDb);
-}
-
 /**
  * Ready when PostgreSQL and Redis answer within 1 s, both workers are taking jobs and no claim has
- * waited for its answer past the stall bound (`claimsStalledForMs`: 0 when none has).
+ * waited for its answer past the stall bound (`claimsStalledForMs`: 0 when none has). `db` is the
+ * pool the ping goes through: the operator pool in main.ts, so a burst of probes never takes, nor
+ * waits for, a connection deliveries need.
  */
 export async function checkReadiness(deps: {
   db: Db;
@@ -29,7 +19,7 @@ export async function checkReadiness(deps: {
   workersRunning: () => boolean;
   claimsStalledForMs?: () => number;
 }): Promise<Readiness> {
-  const [postgres, redis] = await Promise.all([pingDb(probePools.get(deps.db) ?? deps.db), pingRedis(deps.redis)]);
+  const [postgres, redis] = await Promise.all([pingDb(deps.db), pingRedis(deps.redis)]);
   const workers = deps.workersRunning();
   const stalledMs = deps.claimsStalledForMs?.() ?? 0;
   const reasons = [
