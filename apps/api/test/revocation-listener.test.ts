@@ -1,7 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createDb, createLogger, RevocationListener, type Db } from '@svc/core';
-import { seedAccount, TEST_DATABASE_URL, waitFor } from '@svc/core/testing';
-import { startTcpProxy, type TcpProxy } from './tcp-proxy.js';
+import { seedAccount, startTcpProxy, TEST_DATABASE_URL, waitFor, type TcpProxy } from '@svc/core/testing';
 
 describe('The revocation listener over a connection that silently dies', () => {
   let proxy: TcpProxy;

@@ -11,9 +11,8 @@ import {
   type Db,
   type ProducerDeps,
 } from '@svc/core';
-import { createCapturingLogger } from '@svc/core/testing';
+import { createCapturingLogger, startTcpProxy, type TcpProxy } from '@svc/core/testing';
 import { createHarness, seedTenant, type Harness } from './support/harness.js';
-import { startCommitCuttingProxy, type CommitCuttingProxy } from './support/commit-cutting-proxy.js';
 
 /** The prefix of the name the producers' one statement is prepared under (producer-statements.ts). */
 const PRODUCER_STATEMENT = 'svc_produce_';
@@ -25,13 +24,13 @@ const PRODUCER_STATEMENT = 'svc_produce_';
  */
 describe('producer calls whose commit is ambiguous', () => {
   let h: Harness;
-  let proxy: CommitCuttingProxy;
+  let proxy: TcpProxy;
   let proxied: Db;
   let throughProxy: ProducerDeps;
 
   beforeAll(async () => {
     h = await createHarness();
-    proxy = await startCommitCuttingProxy('127.0.0.1', Number(new URL(h.config.databaseUrl).port || 5432));
+    proxy = await startTcpProxy('127.0.0.1', Number(new URL(h.config.databaseUrl).port || 5432));
     const url = new URL(h.config.databaseUrl);
     url.port = String(proxy.port);
     // The pool reports the connection the proxy cuts; that is the point, not news.

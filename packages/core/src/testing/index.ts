@@ -77,6 +77,7 @@ export async function createIsolatedDatabase(): Promise<{ url: string; drop(): P
 }
 export * from './capturing-logger.js';
 export * from './operator-port.js';
+export * from './tcp-proxy.js';
 
 /** A loopback port nothing listens on right now (bound and released), for servers a test starts. */
 export async function freePort(): Promise<number> {

@@ -1,14 +1,19 @@
 import { connect, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 
 /**
- * A loopback TCP proxy in front of Postgres that can lose a connection right after a commit, as
- * a Postgres restart, a failover or a pooler restart can: `cutAfterCommitOf(name)` arms it; the
- * next connection that sends a statement whose name starts with `name` is closed once Postgres
- * has answered that statement with ReadyForQuery (for a statement run outside a transaction
- * block, the commit is done by then), and none of the answer reaches the client. Once.
+ * A loopback TCP proxy in front of a real server, for tests that need the network to fail the way
+ * it does in production:
+ * - `blackhole()` makes every open connection go silent without closing it, as a NAT or firewall
+ *   that forgot the connection does, while new connections still pass;
+ * - `cutAfterCommitOf(name)` (Postgres) loses a connection right after a commit, as a Postgres
+ *   restart, a failover or a pooler restart can: the next connection that sends a statement whose
+ *   name starts with `name` is closed once Postgres has answered that statement with ReadyForQuery
+ *   (for a statement run outside a transaction block, the commit is done by then), and none of the
+ *   answer reaches the client. Once.
  */
-export interface CommitCuttingProxy {
+export interface TcpProxy {
   port: number;
+  blackhole(): void;
   cutAfterCommitOf(statementNamePrefix: string): void;
   /** The connections cut so far. */
   readonly cuts: number;
@@ -18,13 +23,14 @@ export interface CommitCuttingProxy {
 /** Postgres's ReadyForQuery message type: the server is idle again, its transaction ended. */
 const READY_FOR_QUERY = 0x5a;
 
-export async function startCommitCuttingProxy(targetHost: string, targetPort: number): Promise<CommitCuttingProxy> {
-  const sockets = new Set<Socket>();
+export async function startTcpProxy(targetHost: string, targetPort: number): Promise<TcpProxy> {
+  const pairs = new Set<{ client: Socket; upstream: Socket; silent: boolean }>();
   let armedWith: string | undefined;
   let cuts = 0;
   const server: Server = createServer((client) => {
     const upstream = connect(targetPort, targetHost);
-    sockets.add(client).add(upstream);
+    const pair = { client, upstream, silent: false };
+    pairs.add(pair);
     // While watching, the server's answer is held back and read message by message (type byte,
     // then a length that counts itself): the client never sends a statement before the previous
     // one's ReadyForQuery, so the answer starts on a message boundary.
@@ -32,6 +38,7 @@ export async function startCommitCuttingProxy(targetHost: string, targetPort: nu
     let answer = Buffer.alloc(0);
     let sent = '';
     client.on('data', (chunk: Buffer) => {
+      if (pair.silent) return;
       if (armedWith !== undefined && !watching) {
         // Keep a tail of what was sent, so a name split across two chunks is still seen.
         sent = (sent + chunk.toString('latin1')).slice(-4096);
@@ -43,6 +50,7 @@ export async function startCommitCuttingProxy(targetHost: string, targetPort: nu
       upstream.write(chunk);
     });
     upstream.on('data', (chunk: Buffer) => {
+      if (pair.silent) return;
       if (!watching) {
         client.write(chunk);
         return;
@@ -62,8 +70,7 @@ export async function startCommitCuttingProxy(targetHost: string, targetPort: nu
       }
     });
     const end = () => {
-      sockets.delete(client);
-      sockets.delete(upstream);
+      pairs.delete(pair);
       client.destroy();
       upstream.destroy();
     };
@@ -75,6 +82,9 @@ export async function startCommitCuttingProxy(targetHost: string, targetPort: nu
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {
     port: (server.address() as AddressInfo).port,
+    blackhole() {
+      for (const pair of pairs) pair.silent = true;
+    },
     cutAfterCommitOf(statementNamePrefix) {
       armedWith = statementNamePrefix;
     },
@@ -82,7 +92,10 @@ export async function startCommitCuttingProxy(targetHost: string, targetPort: nu
       return cuts;
     },
     async close() {
-      for (const socket of sockets) socket.destroy();
+      for (const pair of pairs) {
+        pair.client.destroy();
+        pair.upstream.destroy();
+      }
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };
