@@ -1,5 +1,7 @@
 import {
   createDb,
+  createQueues,
+  createRedis,
   dbBoundsOf,
   loadConfig,
   type Config,
@@ -10,11 +12,7 @@ import {
   type Queues,
   type Redis,
 } from '@svc/core';
-import { announcingQueues } from './announcements/announcing-queues.js';
 import type { TextSink } from './cli-io.js';
-import * as redisCommands from './redis-commands.js';
-
-type RedisCommands = typeof redisCommands;
 
 export type Env = Record<string, string | undefined>;
 
@@ -52,55 +50,43 @@ export class CliResources {
     return this.openDb;
   }
 
-  /**
-   * What the event producers of core need: the database, the queues and a logger. The queues
-   * here announce the committed event's jobs with a Postgres NOTIFY that the dispatchers turn
-   * into jobs (announcing-queues.ts, docs/adr/0015): a producer command never loads BullMQ or
-   * ioredis, nor touches Redis.
-   */
+  /** What the event producers of core need, as any producer gives them: the database, the queues and a logger. */
   producerDeps(): ProducerDeps {
-    return { db: this.db(), queues: announcingQueues(this.db(), this.config().queuePrefix), logger: this.stderrLogger() };
+    return { db: this.db(), queues: this.queues(), logger: this.stderrLogger() };
   }
 
-  /** What a redelivery needs: the same, with the delivery queue (Redis opened only to enqueue). */
-  async redeliveryDeps(): Promise<RedeliveryDeps> {
-    return { db: this.db(), queues: await this.lazyQueues(), logger: this.stderrLogger() };
+  /** What a redelivery needs: the same. */
+  redeliveryDeps(): RedeliveryDeps {
+    return { db: this.db(), queues: this.queues(), logger: this.stderrLogger() };
   }
 
   /** The Redis connection of this run, opened on first use. */
-  async redis(): Promise<Redis> {
-    const connections = await this.redisCommands();
-    this.openRedis ??= connections.openRedis(this.config());
+  redis(): Redis {
+    if (this.openRedis === undefined) {
+      const redis = createRedis(this.config(), 'fast-fail');
+      // A one-shot command has nothing to wait for: on the first connection error it stops
+      // reconnecting, so a pending command fails at once (a producer then leaves the job to the
+      // dispatchers' sweep, the event being already committed) instead of hanging.
+      redis.on('error', () => redis.disconnect());
+      this.openRedis = redis;
+    }
     return this.openRedis;
   }
 
   /**
-   * Both queues, each opened (with Redis) only when first touched, i.e. when a job is added after
-   * the commit: a command refused by the database never loads BullMQ or ioredis in the bundle.
+   * Both queues, opened (with Redis) when first touched, i.e. when a producer adds a job after its
+   * commit: a command refused by the database, or an event no subscription wants, never connects to Redis.
    */
-  private async lazyQueues(): Promise<Pick<Queues, 'fanout' | 'delivery'>> {
-    const connections = await this.redisCommands();
-    const openQueues = () => {
-      this.openRedis ??= connections.openRedis(this.config());
-      this.openQueues ??= connections.openQueues(this.openRedis, this.config().queuePrefix);
-      return this.openQueues;
-    };
+  private queues(): Pick<Queues, 'fanout' | 'delivery'> {
+    const open = () => (this.openQueues ??= createQueues(this.redis(), this.config().queuePrefix));
     return {
       get fanout() {
-        return openQueues().fanout;
+        return open().fanout;
       },
       get delivery() {
-        return openQueues().delivery;
+        return open().delivery;
       },
     };
-  }
-
-  /**
-   * The functions of core that reach Redis (see redis-commands.ts). In the bundle the bin runs,
-   * ioredis and BullMQ behind them load only when first used (apps/cli/scripts/bundle.mjs).
-   */
-  async redisCommands(): Promise<RedisCommands> {
-    return redisCommands;
   }
 
   /**

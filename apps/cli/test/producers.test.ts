@@ -1,4 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { createSubscription, PRODUCER_FAN_OUT_MAX } from '@svc/core';
+import { waitFor } from '@svc/core/testing';
 import { seedTenant, type Harness } from '@svc/dispatcher/test-support';
 import {
   deliveredRow,
@@ -138,6 +140,45 @@ describe('svc power-ups deploy', () => {
     expect(received.map((request) => request.body.toString())).toEqual([event.body]);
     expect(received[0]!.receivedAt - (event.created_at as Date).getTime()).toBeLessThan(PROMPT_DELIVERY_MS);
     expect(await h.queues.fanout.getJob(out.eventId)).toBeUndefined();
+  });
+
+  it('fires an event of an account with more subscriptions than its producer fans out, which a running dispatcher fans out from the job svc queued and every subscription receives', async () => {
+    const h = stage.harness;
+    const { accountId, site } = await seedTenant(h);
+    const subscriptionIds: string[] = [];
+    for (let i = 0; i <= PRODUCER_FAN_OUT_MAX; i++) {
+      subscriptionIds.push((await createSubscription(h.db, accountId, { url: h.receiver.url(`/ok?wide=${i}`), events: ['power_up.deployed'] })).id);
+    }
+
+    const out = await runSvcJson<{ eventId: string }>(['power-ups', 'deploy', '--site', site.id, '--power-up', 'pu_wide'], stage.env);
+
+    const delivered = await waitFor(
+      async () => {
+        const rows = await h.db('deliveries').where({ event_id: out.eventId, status: 'delivered' }).select('subscription_id');
+        return rows.length === subscriptionIds.length && rows;
+      },
+      20_000,
+      'every subscription to be delivered',
+    );
+    expect(delivered.map((row: { subscription_id: string }) => row.subscription_id).sort()).toEqual([...subscriptionIds].sort());
+    const event = await h.db('events').where({ id: out.eventId }).first('created_at', 'fanned_out_at');
+    // Not by its producer (the account is too wide) and not by a sweep (none ran since): by the fan-out job svc queued.
+    expect(event.fanned_out_at.getTime()).toBeGreaterThan(event.created_at.getTime());
+    // Each subscription received its delivery, never more often than attempts were recorded for it:
+    // once, unless a loaded machine made an attempt time out (recorded) and retried it.
+    const attempts = await h.db('deliveries').where({ event_id: out.eventId }).select('id', 'attempt_count');
+    const received = new Map<string, number>();
+    for (const request of h.receiver.requests.filter((r) => r.path.startsWith('/ok?wide='))) {
+      const id = String(request.headers['x-service-delivery-id']);
+      received.set(id, (received.get(id) ?? 0) + 1);
+    }
+    const outOfBounds = attempts.filter((row: { id: string; attempt_count: number }) => {
+      const requests = received.get(row.id) ?? 0;
+      return requests < 1 || requests > row.attempt_count;
+    });
+    expect(outOfBounds).toEqual([]);
+    expect(new Set(received.keys())).toEqual(new Set(attempts.map((row: { id: string }) => row.id)));
+    expect(attempts).toHaveLength(subscriptionIds.length);
   });
 
   it('fires an event no subscription wants without needing Redis: nothing to queue, no warning', async () => {

@@ -198,7 +198,7 @@ describe('svc scans complete', () => {
     expect(await db('events').where({ account_id: accountId })).toHaveLength(1);
   });
 
-  it('still records the scan, its event and its delivery when Redis is away, and warns of nothing: it never touches Redis', async () => {
+  it('still records the scan, its event and its delivery when Redis is away, exits 0 and warns that the sweep will queue the first attempt', async () => {
     const { accountId, siteId, subscriptionId } = await newSubscribedSite();
     const scanId = await startScan(siteId);
     const offline = testEnv({ REDIS_URL: 'redis://127.0.0.1:1', LOG_LEVEL: 'warn' });
@@ -206,11 +206,14 @@ describe('svc scans complete', () => {
     const run = await runSvc(['scans', 'complete', scanId, '--score', '55', '--json'], offline);
 
     expect(run.code).toBe(0);
-    expect(run.stderr).toBe('');
     const out = JSON.parse(run.stdout) as { eventId: string };
     expect(out).toMatchObject({ id: scanId, status: 'completed', score: 55 });
+    const warnings = run.stderr.trimEnd().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>);
+    expect(warnings).toEqual([
+      expect.objectContaining({ level: 'warn', service: 'svc', eventId: out.eventId, message: expect.stringMatching(/enqueue failed; the dispatcher sweep/) }),
+    ]);
     expect(await db('events').where({ account_id: accountId }).select('id')).toEqual([{ id: out.eventId }]);
-    // Pending in Postgres, due now: a dispatcher queues it from the announcement, or its sweep once overdue.
+    // Pending in Postgres, due now: the dispatchers' sweep queues it once it is overdue.
     expect(await db('deliveries').where({ event_id: out.eventId }).select('subscription_id', 'status', 'attempt_count')).toEqual([
       { subscription_id: subscriptionId, status: 'pending', attempt_count: 0 },
     ]);

@@ -76,8 +76,8 @@ export async function newSubscribedSite(db: Db): Promise<{ accountId: string; si
 /**
  * A running dispatcher on a database of its own, with an HTTPS receiver (the dispatcher's test
  * harness), and the environment `svc` runs with against it. Its sweep runs once at start and then
- * only every minute: a delivery that arrives within seconds of a command was queued from the
- * command's announcement (docs/adr/0015), never by the sweep.
+ * only every minute: a delivery that arrives within seconds of a command was queued by the
+ * command itself (its job in Redis), never by the sweep.
  */
 export async function openDeliveryStage(): Promise<{ harness: Harness; env: Record<string, string> }> {
   const harness = await createHarness({ DISPATCHER_SWEEP_INTERVAL_MS: '60000' });
@@ -87,7 +87,7 @@ export async function openDeliveryStage(): Promise<{ harness: Harness; env: Reco
 
 /**
  * A first attempt is "prompt" when it is received well before the sweep would even consider it
- * lost (2 s overdue): it came from the announcement.
+ * lost (2 s overdue): it came from the job the command queued.
  */
 export const PROMPT_DELIVERY_MS = 2_000;
 

@@ -14,7 +14,6 @@ import {
   type Logger,
   type PurgeResult,
 } from '@svc/core';
-import { AnnouncementListener } from './announcements/announcement-listener.js';
 import { checkReadiness, type Readiness } from './health/dispatcher-health.js';
 import { DispatcherMetrics } from './metrics/dispatcher-metrics.js';
 import { RetentionPurger } from './sweeps/retention-purger.js';
@@ -173,7 +172,6 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
     for (const worker of workers) void worker.run();
   };
   const sweeper = new Sweeper({ db, queues, logger, webhookTimeoutMs: config.webhookTimeoutMs, metrics }, config.sweepIntervalMs);
-  const announcements = new AnnouncementListener({ databaseUrl: config.databaseUrl, queues, prefix: config.queuePrefix, logger });
   const retention = new RetentionPurger({ db, logger, retentionDays: config.deliveryRetentionDays, metrics });
 
   let stopped: Promise<void> | undefined;
@@ -195,14 +193,11 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
       if (hasBeenReady(workerRedis)) startWorkers();
       else workerRedis.once('ready', startWorkers);
       sweeper.start();
-      announcements.start();
       retention.start();
       logger.info('dispatcher started', { concurrency: config.dispatcherConcurrency, prefix: config.queuePrefix });
     },
     stop() {
       stopped ??= (async () => {
-        // Deaf at once; its connection closes beside the rest, so stopping takes no longer than before.
-        const announcementsClosed = announcements.stop();
         await Promise.all([sweeper.stop(), retention.stop()]);
         workerRedis.off('ready', startWorkers);
         // Attempts waiting for a slot go back to the queue; those in flight finish.
@@ -214,7 +209,6 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
         client.close();
         producerRedis.disconnect();
         workerRedis.disconnect();
-        await announcementsClosed;
         logger.info('dispatcher stopped');
       })();
       return stopped;

@@ -44,7 +44,6 @@ export * from './signing/signature.js';
 export * from './signing/signature-headers.js';
 export * from './queues/queues.js';
 export * from './queues/enqueue-after-commit.js';
-export * from './queues/jobs-announcement.js';
 export * from './metrics/metrics-server.js';
 export * from './metrics/operator-db.js';
 export * from './metrics/process-registry.js';

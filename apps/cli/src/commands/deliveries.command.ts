@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { listDeliveries, type DeliveryLogEntry } from '@svc/core';
+import { listDeliveries, redeliverAnyDelivery, type DeliveryLogEntry } from '@svc/core';
 import { isoDate } from '../output/command-result.js';
 import { parseText } from '../options/option-parsers.js';
 import { addLeafCommand, type CommandKit } from './command-kit.js';
@@ -42,8 +42,7 @@ export function registerDeliveriesCommands(program: Command, kit: CommandKit): v
       configure: (c) => c.argument('<deliveryId>', 'the delivery to redeliver (any account’s)', parseText),
     },
     async ({ args, resources }) => {
-      const { redeliverAnyDelivery } = await resources.redisCommands();
-      const { delivery, subscriptionId } = await redeliverAnyDelivery(await resources.redeliveryDeps(), args[0] as string);
+      const { delivery, subscriptionId } = await redeliverAnyDelivery(resources.redeliveryDeps(), args[0] as string);
       return {
         json: {
           id: delivery.id,

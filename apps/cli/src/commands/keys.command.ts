@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { createApiKey, listApiKeys, SCOPES, type ApiKeyListing } from '@svc/core';
+import { createApiKey, listApiKeys, revokeApiKeyEverywhere, SCOPES, type ApiKeyListing } from '@svc/core';
 import { isoDate } from '../output/command-result.js';
 import { parseScopeList, parseText } from '../options/option-parsers.js';
 import { addLeafCommand, type CommandKit } from './command-kit.js';
@@ -66,9 +66,8 @@ export function registerKeysCommands(program: Command, kit: CommandKit): void {
       configure: (c) => c.argument('<keyId>', 'the key to revoke', parseText),
     },
     async ({ args, resources }) => {
-      const { revokeApiKeyEverywhere } = await resources.redisCommands();
       const revoked = await revokeApiKeyEverywhere(
-        { db: resources.db(), redis: await resources.redis(), prefix: resources.config().queuePrefix },
+        { db: resources.db(), redis: resources.redis(), prefix: resources.config().queuePrefix },
         args[0] as string,
       );
       return {
