@@ -511,14 +511,14 @@ async function main() {
   if (only.includes('cli')) {
     const cliAccount = await createAccount(db, { name: 'bench cli' });
     const cliSite = await createSite(db, cliAccount.id, { domain: 'cli.example.com' });
-    // One subscription, so each deploy queues a first attempt in Redis (ADR 13: an event no
-    // subscription wants needs no Redis at all, which would leave BullMQ out of the measure).
+    // One subscription, so each deploy queues a first attempt in Redis (an event no subscription
+    // wants needs no Redis at all, which would leave BullMQ out of the measure).
     await createSubscription(db, cliAccount.id, { url: `${receiverUrl}/ok?sub=cli`, events: ['power_up.deployed'] });
     const quiet = await waitForQuietMachine();
     log(`  cli: ${quiet.quiet ? 'the machine was quiet' : 'the machine was still busy'} after ${(quiet.waitedMs / 1000).toFixed(1)} s (${quiet.busyCores.toFixed(2)} cores busy in the last second)`);
     results.cli = { ...cliRun({ root: ROOT, env: serviceEnv(), siteId: cliSite.id, samples: P.cliSamples }), quiet };
     const med = (v) => [...v].sort((x, y) => x - y)[Math.floor(v.length / 2)].toFixed(3);
-    log(`  cli: CPU s per process (median of ${P.cliSamples}): node -e 0 ${med(results.cli.node)}, svc accounts create ${med(results.cli.dbCommand)}, svc power-ups deploy ${med(results.cli.redisCommand)}, accounts create without code cache ${med(results.cli.noCache)}, unbundled entry ${med(results.cli.unbundled)}`);
+    log(`  cli: CPU s per process (median of ${P.cliSamples}): node -e 0 ${med(results.cli.node)}, svc accounts create ${med(results.cli.dbCommand)}, svc power-ups deploy ${med(results.cli.redisCommand)}, accounts create through the unbundled entry ${med(results.cli.unbundled)}`);
   }
 
   results.rss.api = readMemory(api.pid);
@@ -783,10 +783,9 @@ function buildReport(results, machine, mode) {
   if (results.cli) {
     const c = results.cli;
     const vs = (list) => list.map((v, i) => v / c.node[i]);
-    rows.push({ case: '8', figure: 'one `svc` command, CPU s (accounts create: Postgres only; baseline: node -e 0)', unit: 's', format: 's', svc: c.dbCommand, baseline: c.node, ratio: vs(c.dbCommand), target: '≤ 0.15 s', met: ({ svc }) => svc.median <= 0.15 });
-    rows.push({ case: '8', figure: 'one `svc` command, CPU s (power-ups deploy: Postgres, its first attempt announced with NOTIFY)', unit: 's', format: 's', svc: c.redisCommand, baseline: c.node, ratio: vs(c.redisCommand), target: '≤ 0.15 s', met: ({ svc }) => svc.median <= 0.15 });
-    rows.push({ case: '8', figure: 'accounts create with the V8 code cache off (SVC_CODE_CACHE=off: a missing or refused cache)', unit: 's', format: 's', svc: c.noCache, baseline: c.node, ratio: vs(c.noCache), target: 'info' });
-    rows.push({ case: '8', figure: 'accounts create through the unbundled entry (what bin/svc.js ran before the bundle)', unit: 's', format: 's', svc: c.unbundled, baseline: c.node, ratio: vs(c.unbundled), target: 'info' });
+    rows.push({ case: '8', figure: 'one `svc` command, CPU s (accounts create: Postgres only; baseline: node -e 0)', unit: 's', format: 's', svc: c.dbCommand, baseline: c.node, ratio: vs(c.dbCommand), target: '≤ 0.3 s', met: ({ svc }) => svc.median <= 0.3 });
+    rows.push({ case: '8', figure: 'one `svc` command, CPU s (power-ups deploy: Postgres, then its first attempt queued in Redis)', unit: 's', format: 's', svc: c.redisCommand, baseline: c.node, ratio: vs(c.redisCommand), target: '≤ 0.3 s', met: ({ svc }) => svc.median <= 0.3 });
+    rows.push({ case: '8', figure: 'accounts create through the unbundled entry (dist/src/main.js: what the bundle spares)', unit: 's', format: 's', svc: c.unbundled, baseline: c.node, ratio: vs(c.unbundled), target: 'info' });
     notes.push(`Case 8: each command run ${P.cliSamples} times, interleaved with a bare \`node -e 0\`; CPU = user + system time of the child (its rusage, read through bash's \`times\`, 1 ms steps), start-up included. Figures in seconds; min/max are over the samples. Before the samples, the case waits (up to 30 s) for a second in which the whole machine keeps at most 0.25 of a core busy, since work on the other core makes each command's own CPU time dearer: ${c.quiet ? `${c.quiet.quiet ? 'quiet' : 'still busy'} after ${(c.quiet.waitedMs / 1000).toFixed(1)} s (${c.quiet.busyCores.toFixed(2)} cores busy)` : 'not recorded'}; while the commands ran, the rest of the machine (the dispatcher sending the deploys' first attempts, Postgres, anyone else) kept ${c.othersBusyCores?.toFixed(2) ?? '?'} of a core busy.`);
   }
 

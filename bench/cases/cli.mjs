@@ -42,13 +42,9 @@ function cpuOf(args, { cwd, env }) {
 /**
  * The commands, interleaved sample by sample so that a burst of load elsewhere hits all of them:
  * a bare `node -e 0`; `svc accounts create` (Postgres only); `svc power-ups deploy` on a site
- * with one subscription (the producer's statement, then its first attempt announced with a
- * Postgres NOTIFY that the bench's dispatcher turns into a job: ADR 15; before it, the commands
- * that loaded ioredis and BullMQ to queue the job themselves); `accounts create` with the V8
- * code cache off (`SVC_CODE_CACHE=off`: what a command costs when its cache is missing or
- * refused, docs/adr/0012); and `accounts create`
- * through the unbundled entry the bin ran before (for the before/after). The bin's caches are
- * those `npm run build` made, grown by each command's first run (the first sample).
+ * with one subscription (the producer's statement, then its first attempt queued in Redis through
+ * BullMQ, as every producer does); and `accounts create` through the unbundled entry
+ * (dist/src/main.js), the A/B that shows whether the bundle the bin runs still pays for itself.
  */
 /**
  * Waits, up to `maxMs`, for a window of `windowMs` in which the whole machine keeps at most
@@ -71,7 +67,7 @@ export async function waitForQuietMachine({ maxMs = 30_000, windowMs = 1_000, th
 export function cliRun({ root, env, siteId, samples }) {
   const bin = join(root, 'apps/cli/bin/svc.js');
   const unbundled = join(root, 'apps/cli/dist/src/main.js');
-  const out = { node: [], dbCommand: [], redisCommand: [], noCache: [], unbundled: [] };
+  const out = { node: [], dbCommand: [], redisCommand: [], unbundled: [] };
   const machineBefore = machineSnapshot();
   const childrenBefore = childrenCpuMs();
   for (let i = 0; i < samples; i++) {
@@ -79,7 +75,6 @@ export function cliRun({ root, env, siteId, samples }) {
     out.node.push(cpuOf(['-e', '0'], { cwd: root, env }));
     out.dbCommand.push(cpuOf([bin, 'accounts', 'create', '--name', `bench cli ${tag}`, '--json'], { cwd: root, env }));
     out.redisCommand.push(cpuOf([bin, 'power-ups', 'deploy', '--site', siteId, '--power-up', `pu_bench_${i}`, '--json'], { cwd: root, env }));
-    out.noCache.push(cpuOf([bin, 'accounts', 'create', '--name', `bench cli no cache ${tag}`, '--json'], { cwd: root, env: { ...env, SVC_CODE_CACHE: 'off' } }));
     out.unbundled.push(cpuOf([unbundled, 'accounts', 'create', '--name', `bench cli unbundled ${tag}`, '--json'], { cwd: root, env }));
   }
   // The rest of the machine while the commands ran: every process's CPU but the commands' own
