@@ -13,8 +13,8 @@ function presentHistoryScan(scan: HistoryScan) {
     score: scan.score,
     status: scan.status,
     trigger: scan.trigger,
-    startedAt: scan.startedAt,
-    completedAt: scan.completedAt,
+    startedAt: scan.startedAt.toISOString(),
+    completedAt: scan.completedAt.toISOString(),
   };
 }
 

@@ -1,14 +1,15 @@
 import express, { Router, type NextFunction, type Request, type Response } from 'express';
 import {
   createSubscription,
-  listSubscriptionsAsJsonArray,
+  listSubscriptions,
   revokeSubscription,
   ValidationError,
+  type CreatedSubscription,
   type Db,
   type Queues,
+  type SubscriptionListing,
 } from '@svc/core';
 import { authOf, requireScope } from '../auth/authenticate.js';
-import { sendJsonText } from '../http/json-text.js';
 import { requireIdShape } from '../http/path-params.js';
 import { parseCreateSubscription } from './webhooks.schemas.js';
 
@@ -48,21 +49,32 @@ function requireDecodedBody(_req: Request, res: Response, next: NextFunction): v
   next();
 }
 
+function presentCreatedSubscription(sub: CreatedSubscription) {
+  return { id: sub.id, url: sub.url, events: sub.events, secret: sub.secret, createdAt: sub.createdAt.toISOString() };
+}
+
+function presentSubscription(sub: SubscriptionListing) {
+  return {
+    id: sub.id,
+    url: sub.url,
+    events: sub.events,
+    createdAt: sub.createdAt.toISOString(),
+    lastDeliveryAt: sub.lastDeliveryAt && sub.lastDeliveryAt.toISOString(),
+    failureCount: sub.failureCount,
+    status: sub.status,
+  };
+}
+
 /** Spec §4.3–§4.5. */
 export function webhooksRoutes(deps: { db: Db; queues: Pick<Queues, 'delivery'> }, router: Router = Router()): Router {
   router.post('/webhooks', requireScope('write:webhooks'), requireBody, jsonBody, requireDecodedBody, async (req, res) => {
     const input = parseCreateSubscription(req.body);
     const sub = await createSubscription(deps.db, authOf(res).accountId, input);
-    res.status(201).json({
-      data: {
-        subscription: { id: sub.id, url: sub.url, events: sub.events, secret: sub.secret, createdAt: sub.createdAt.toISOString() },
-      },
-    });
+    res.status(201).json({ data: { subscription: presentCreatedSubscription(sub) } });
   });
   router.get('/webhooks', requireScope('read:webhooks'), async (_req, res) => {
-    // The subscriptions come as one JSON array's text from Postgres (listSubscriptionsAsJsonArray): no presenter here.
-    const subscriptions = await listSubscriptionsAsJsonArray(deps.db, authOf(res).accountId);
-    sendJsonText(res, `{"data":{"subscriptions":${subscriptions}}}`);
+    const subscriptions = await listSubscriptions(deps.db, authOf(res).accountId);
+    res.json({ data: { subscriptions: subscriptions.map(presentSubscription) } });
   });
   router.delete(
     '/webhooks/:subscriptionId',
