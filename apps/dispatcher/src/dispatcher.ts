@@ -30,22 +30,22 @@ const JOB_LOCK_MS = 15_000;
 const STALLED_CHECK_MS = 5_000;
 /** Fan-out jobs taken at once: the ones taken together are fanned out by one statement. */
 const FANOUT_CONCURRENCY = 32;
-/** Of DISPATCHER_CONCURRENCY's slots, the part kept for accounts with no attempt in flight (docs/architecture.md). */
+/** Slots beyond DISPATCHER_CONCURRENCY for accounts with no attempt in flight, as a part of it (docs/architecture.md). */
 const IDLE_ACCOUNT_RESERVE = 0.2;
 /** Claims waiting this long with none answered: the claim loop makes no progress, and /readyz says so. */
 export const CLAIM_STALL_MS = 15_000;
 
 /**
- * The dispatcher's slots: DISPATCHER_CONCURRENCY attempts in flight, a fifth of them kept for
- * accounts with none in flight, and as many attempts again waiting in this process for a slot.
- * The delivery worker takes that many jobs and the reserve again, so that however many wait,
- * a job of another account is still picked up at once.
+ * The dispatcher's slots: DISPATCHER_CONCURRENCY attempts in flight for accounts that have some,
+ * a fifth more for accounts with none (never more than the sockets allow), and as many attempts as
+ * DISPATCHER_CONCURRENCY waiting in this process for a slot. The delivery worker takes all of
+ * those jobs and one more, so however many wait, a job of another account is still picked up.
  */
-function slotsFor(config: Pick<Config, 'dispatcherConcurrency' | 'perSubscriptionConcurrency'>) {
+function slotsFor(config: Pick<Config, 'dispatcherConcurrency' | 'perSubscriptionConcurrency' | 'webhookMaxSockets'>) {
   const slots = config.dispatcherConcurrency;
-  const reserve = slots > 1 ? Math.max(1, Math.round(slots * IDLE_ACCOUNT_RESERVE)) : 0;
+  const reserve = Math.max(0, Math.min(Math.ceil(slots * IDLE_ACCOUNT_RESERVE), config.webhookMaxSockets - slots));
   const options = { slots, reserve, perSubscription: config.perSubscriptionConcurrency, maxWaiting: slots };
-  return { options, workerConcurrency: slots + options.maxWaiting + Math.max(1, reserve) };
+  return { options, workerConcurrency: slots + reserve + options.maxWaiting + 1 };
 }
 
 export interface DispatcherDeps {
@@ -105,11 +105,12 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
   }
   const queues = createQueues(producerRedis, config.queuePrefix);
   const metrics = deps.metrics ?? new DispatcherMetrics();
-  
+  const fair = slotsFor(config);
   const client = new WebhookClient({
     timeoutMs: config.webhookTimeoutMs,
     allowPrivateTargets: config.webhookAllowPrivateTargets,
-    maxSocketsPerHost: config.dispatcherConcurrency,
+    // Every slot may go to one host: the shared ones and the reserve.
+    maxSocketsPerHost: fair.options.slots + fair.options.reserve,
     maxTotalSockets: config.webhookMaxSockets,
     // Idle sockets kept per host: as many as may be in use, so a burst to one host does not
     // close sockets it is about to need again (a new TLS handshake costs more CPU than the POST).
@@ -119,7 +120,6 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
     dns: { timeoutMs: config.webhookDnsTimeoutMs, tries: config.webhookDnsTries, servers: config.webhookDnsServers },
     ...(deps.ca ? { ca: deps.ca } : {}),
   });
-  const fair = slotsFor(config);
   const slots = new FairSlots(fair.options);
   metrics.watch({ queues, db, slots });
   const leaseMs = config.webhookTimeoutMs + ATTEMPT_LEASE_MARGIN_MS;

@@ -1,7 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import { FairSlots, type Slot } from '../src/processors/fair-slots.js';
 
-const OPTIONS = { slots: 10, reserve: 2, perSubscription: 4, maxWaiting: 10 };
+const OPTIONS = { slots: 8, reserve: 2, perSubscription: 4, maxWaiting: 10 };
 
 /** Takes what acquire answers at once; a waiting attempt is recorded in `granted` when its slot comes. */
 function harness(options = OPTIONS) {
@@ -14,18 +14,14 @@ function harness(options = OPTIONS) {
   };
   /** Asks for a slot; answers whether it started at once, is waiting, or may not wait. */
   async function ask(account: string, subscription: string, label = `${account}/${subscription}`): Promise<'started' | 'waiting' | 'refused'> {
-    let settled: Slot | undefined | 'pending' = 'pending';
-    const answer = slots.acquire(account, subscription).then((slot) => {
-      settled = slot;
-      if (slot) hold(label, slot);
+    let settled: 'pending' | 'started' | 'refused' = 'pending';
+    void slots.acquire(account, subscription).then((admission) => {
+      if ('slot' in admission) hold(label, admission.slot);
+      settled = 'slot' in admission ? 'started' : 'refused';
     });
     await Promise.resolve();
     await Promise.resolve();
-    if (settled === 'pending') {
-      void answer;
-      return 'waiting';
-    }
-    return settled ? 'started' : 'refused';
+    return settled === 'pending' ? 'waiting' : settled;
   }
   const release = async (label: string) => {
     const slot = held.get(label)?.shift();
@@ -38,7 +34,7 @@ function harness(options = OPTIONS) {
 }
 
 describe('the fair share of a dispatcher’s attempt slots', () => {
-  it('lets a lone busy account use every slot but the reserve', async () => {
+  it('lets a lone busy account use every shared slot, and no reserved one', async () => {
     const { slots, ask } = harness();
     const answers = [];
     for (let i = 0; i < 12; i += 1) answers.push(await ask('busy', `sub-${i % 3}`));
@@ -46,7 +42,7 @@ describe('the fair share of a dispatcher’s attempt slots', () => {
     expect(slots.counts()).toEqual({ inFlight: 8, waiting: 4, accounts: 1 });
   });
 
-  it('starts an account with nothing in flight at once while another holds every shared slot', async () => {
+  it('starts an account with nothing in flight at once while another holds every shared slot: the limit grows for it', async () => {
     const { slots, ask } = harness();
     for (let i = 0; i < 20; i += 1) await ask('noisy', `sub-${i % 5}`);
     expect(slots.counts().inFlight).toBe(8);
@@ -70,7 +66,8 @@ describe('the fair share of a dispatcher’s attempt slots', () => {
     await release('noisy-0');
     await release('noisy-1');
     await release('noisy-2');
-    // Two busy accounts share the 8 shared slots 4 and 4: noisy (7 → 5) gets nothing back until quiet has its share.
+    // Busy accounts start only below the 8 shared slots (quiet's first took a reserved one), and a
+    // freed slot goes to the one with fewer in flight: noisy gets nothing back until quiet has more.
     expect(granted).toEqual(['quiet-1', 'quiet-2']);
   });
 
@@ -86,7 +83,33 @@ describe('the fair share of a dispatcher’s attempt slots', () => {
     expect(await ask('acct', 'hot')).toBe('waiting');
   });
 
-  it('keeps at most its share of the waiting room per account, and answers every waiting attempt when stopped', async () => {
+  it('sends an account past its share of the waiting room back for about as long as its attempts take', async () => {
+    /** One account's 8 slots taken, 4 of them released after `attemptMs`, then taken again, and the waiting room filled: how long is the next one sent back for? */
+    async function sentBackFor(attemptMs: number): Promise<number> {
+      const slots = new FairSlots({ ...OPTIONS, perSubscription: 8 });
+      const take = async () => {
+        const admission = await Promise.race([slots.acquire('acct', 'sub'), Promise.resolve('waiting' as const)]);
+        return admission !== 'waiting' && 'slot' in admission ? admission.slot : undefined;
+      };
+      const held = [];
+      for (let i = 0; i < 8; i += 1) held.push(await take());
+      await new Promise((resolve) => setTimeout(resolve, attemptMs));
+      for (const slot of held.splice(0, 4)) slot?.release();
+      for (let i = 0; i < 4 + OPTIONS.maxWaiting; i += 1) await take();
+      const answer = await slots.acquire('acct', 'sub');
+      slots.stop();
+      if ('slot' in answer) throw new Error('expected no room');
+      return answer.backInMs;
+    }
+    const fast = await sentBackFor(0);
+    const slow = await sentBackFor(300);
+
+    expect(fast).toBeLessThan(150);
+    expect(slow).toBeGreaterThan(fast);
+    expect(slow).toBeLessThanOrEqual(3_000);
+  });
+
+  it('keeps at most its share of the waiting room per account, and refuses every attempt once stopped', async () => {
     const { slots, ask } = harness();
     const answers = [];
     for (let i = 0; i < 30; i += 1) answers.push(await ask('flood', `sub-${i % 5}`));
@@ -94,10 +117,20 @@ describe('the fair share of a dispatcher’s attempt slots', () => {
     expect(answers.filter((a) => a === 'refused')).toHaveLength(12);
     expect(await ask('other', 'x')).toBe('started');
 
-    const waiting = slots.acquire('flood', 'sub-0');
     slots.stop();
-    await expect(waiting).resolves.toBeUndefined();
     expect(slots.counts().waiting).toBe(0);
     expect(await ask('late', 'y')).toBe('refused');
+  });
+
+  it('sends every waiting attempt back to the queue at once when stopped', async () => {
+    const slots = new FairSlots({ slots: 1, reserve: 0, perSubscription: 1, maxWaiting: 1 });
+    const first = await slots.acquire('acct', 'sub');
+    const waiting = slots.acquire('acct', 'sub');
+
+    slots.stop();
+
+    expect('slot' in first).toBe(true);
+    await expect(waiting).resolves.toEqual({ backInMs: 0 });
+    expect(await slots.acquire('other', 'x')).toEqual({ backInMs: 0 });
   });
 });

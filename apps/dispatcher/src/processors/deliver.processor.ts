@@ -19,12 +19,6 @@ import type { DispatcherMetrics } from '../metrics/dispatcher-metrics.js';
 import type { FairSlots } from './fair-slots.js';
 import type { SubscriptionAccounts } from './subscription-accounts.js';
 
-/**
- * How long to put back a job that may not even wait here for a slot (its account's share of the
- * waiting room is full): its account has that many attempts waiting already, each holding a slot's
- * worth of work, so it comes back later and spread out rather than circling through Redis.
- */
-const NO_ROOM_DELAY_MS = 1_000;
 /** Of an attempt's lease, what is kept back when retrying its record: past it, another dispatcher may claim it. */
 const RECORD_DEADLINE_MARGIN_MS = 1_000;
 const FIRST_RECORD_RETRY_MS = 25;
@@ -108,8 +102,10 @@ export function createDeliverProcessor(deps: DeliverDeps) {
       return;
     }
     const { deliveryId, subscriptionId, attempt } = job.data;
-    const slot = await deps.slots.acquire(await deps.accounts.accountOf(subscriptionId), subscriptionId);
-    if (!slot) await putBack(job, token, NO_ROOM_DELAY_MS + Math.random() * NO_ROOM_DELAY_MS);
+    const admission = await deps.slots.acquire(await deps.accounts.accountOf(subscriptionId), subscriptionId);
+    // No room to wait here: back to the queue for about as long as its account's waiting attempts take.
+    if (!('slot' in admission)) return putBack(job, token, admission.backInMs);
+    const { slot } = admission;
     try {
       const claimedFrom = Date.now();
       const claim = await deps.batches.claim({ deliveryId, attempt });
@@ -160,7 +156,7 @@ export function createDeliverProcessor(deps: DeliverDeps) {
         await removeDeliveryJobs(deps.queues, result.cancelled).catch(() => undefined);
       }
     } finally {
-      slot?.release();
+      slot.release();
     }
   };
 }

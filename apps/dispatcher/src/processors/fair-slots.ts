@@ -2,24 +2,27 @@
  * The attempt slots of one dispatcher, shared by account and, within an account, by subscription.
  *
  * An HTTP request in flight cannot be taken back, so fairness is decided when a slot is given:
- * - an account with nothing in flight may take any free slot; accounts that already have attempts
- *   in flight share all but `reserve` of them, so the reserve is there for the next account that
- *   has none (a receiver that hangs until the timeout holds its slot for that long);
+ * - accounts that already have attempts in flight share `slots`; an account with nothing in flight
+ *   may also take one of `reserve` slots beyond them, so it never waits for another account's
+ *   attempts to end (a receiver that hangs until the timeout holds its slot for that long): the
+ *   limit grows for it;
  * - a busy account may hold at most its share: the shared slots divided among the accounts that
  *   want slots now, so a lone busy account uses all of them and a second one gets half as the
  *   first one's attempts end; within the account, each subscription that wants slots gets an
  *   equal part of the account's share, at most `perSubscription`;
  * - an attempt that cannot start waits here, in the order it came, up to `maxWaiting` in all and an
  *   equal part of that per account (an account below its part takes the place of the latest
- *   attempt of one beyond it); past that its job goes back to the queue for a while. When a slot
- *   is freed it goes to the waiting attempt of the account with the fewest in flight.
+ *   attempt of one beyond it); past that its job goes back to the queue for about as long as the
+ *   account's waiting attempts take to start (from how long its recent attempts took: tens of
+ *   milliseconds for a fast receiver, at most 2 s for one that hangs). When a slot is freed it goes
+ *   to the waiting attempt of the account with the fewest in flight.
  */
 export interface FairSlotsOptions {
-  /** DISPATCHER_CONCURRENCY: attempts in flight at most. */
+  /** DISPATCHER_CONCURRENCY: attempts in flight of accounts that already have one. */
   slots: number;
   /** DISPATCHER_PER_SUBSCRIPTION_CONCURRENCY: attempts in flight per subscription at most. */
   perSubscription: number;
-  /** Slots that only an account with nothing in flight may take. */
+  /** Slots beyond `slots` that only an account with nothing in flight may take. */
   reserve: number;
   /** Attempts waiting here for a slot, in all. */
   maxWaiting: number;
@@ -30,15 +33,25 @@ export interface Slot {
   release(): void;
 }
 
+/** A slot, or how long the attempt's job should go back to the queue for. */
+export type Admission = { slot: Slot } | { backInMs: number };
+
+/** How long an attempt is assumed to take before an account has a recent one. */
+const FIRST_ATTEMPT_MS = 100;
+const MIN_BACK_MS = 20;
+const MAX_BACK_MS = 2_000;
+
 interface Waiter {
   subscriptionId: string;
-  grant: (slot: Slot | undefined) => void;
+  grant: (admission: Admission) => void;
 }
 
 interface AccountState {
   inFlight: number;
   bySubscription: Map<string, number>;
   waiting: Waiter[];
+  /** How long its recent attempts took (a moving average), ms. */
+  attemptMs: number;
 }
 
 export class FairSlots {
@@ -51,18 +64,19 @@ export class FairSlots {
 
   /**
    * A slot for an attempt of this subscription of this account: at once, or when one is freed
-   * for it; undefined when it may not wait here (its share of the waiting room is full, or the
-   * dispatcher is stopping), and its job should go back to the queue.
+   * for it; or, when it may not wait here (its share of the waiting room is full, or the
+   * dispatcher is stopping), how long its job should go back to the queue for.
    */
-  acquire(accountId: string, subscriptionId: string): Promise<Slot | undefined> {
-    if (this.stopped) return Promise.resolve(undefined);
+  acquire(accountId: string, subscriptionId: string): Promise<Admission> {
+    if (this.stopped) return Promise.resolve({ backInMs: 0 });
     const account = this.accountOf(accountId);
     // Behind its own account's waiting attempts, in order: a later attempt never overtakes them.
-    if (account.waiting.length === 0 && this.canStart(account, subscriptionId)) return Promise.resolve(this.start(accountId, account, subscriptionId));
+    if (account.waiting.length === 0 && this.canStart(account, subscriptionId)) return Promise.resolve({ slot: this.start(accountId, account, subscriptionId) });
     const share = this.waitingShare();
     if (account.waiting.length >= share || (this.waiting >= this.options.maxWaiting && !this.evictBeyondShare(share))) {
+      const backInMs = this.backInMs(account);
       this.forgetIfIdle(accountId, account);
-      return Promise.resolve(undefined);
+      return Promise.resolve({ backInMs });
     }
     return new Promise((grant) => {
       account.waiting.push({ subscriptionId, grant });
@@ -75,20 +89,20 @@ export class FairSlots {
     return { inFlight: this.inFlight, waiting: this.waiting, accounts: this.accounts.size };
   }
 
-  /** Stops giving slots: every waiting attempt is answered undefined (its job goes back to the queue). */
+  /** Stops giving slots: every waiting attempt's job goes back to the queue at once. */
   stop(): void {
     this.stopped = true;
     for (const [accountId, account] of this.accounts) {
       const waiters = account.waiting.splice(0);
       this.waiting -= waiters.length;
-      for (const waiter of waiters) waiter.grant(undefined);
+      for (const waiter of waiters) waiter.grant({ backInMs: 0 });
       this.forgetIfIdle(accountId, account);
     }
   }
 
   private accountOf(accountId: string): AccountState {
     let account = this.accounts.get(accountId);
-    if (!account) this.accounts.set(accountId, (account = { inFlight: 0, bySubscription: new Map(), waiting: [] }));
+    if (!account) this.accounts.set(accountId, (account = { inFlight: 0, bySubscription: new Map(), waiting: [], attemptMs: FIRST_ATTEMPT_MS }));
     return account;
   }
 
@@ -111,16 +125,22 @@ export class FairSlots {
     if (!fullest || fullest.waiting.length <= share) return false;
     const waiter = fullest.waiting.pop() as Waiter;
     this.waiting -= 1;
-    waiter.grant(undefined);
+    waiter.grant({ backInMs: this.backInMs(fullest) });
     return true;
+  }
+
+  /** About as long as the account's waiting attempts take to start, with a spread so they do not come back together. */
+  private backInMs(account: AccountState): number {
+    const rounds = Math.max(1, account.waiting.length) / Math.max(1, account.inFlight);
+    const ms = Math.min(MAX_BACK_MS, Math.max(MIN_BACK_MS, rounds * account.attemptMs));
+    return Math.round(ms * (1 + Math.random() / 2));
   }
 
   private canStart(account: AccountState, subscriptionId: string): boolean {
     const { slots, reserve, perSubscription } = this.options;
-    if (account.inFlight === 0) return this.inFlight < slots;
-    const shared = Math.max(1, slots - reserve);
-    if (this.inFlight >= shared) return false;
-    const accountShare = Math.ceil(shared / this.demandingAccounts());
+    if (account.inFlight === 0) return this.inFlight < slots + reserve;
+    if (this.inFlight >= slots) return false;
+    const accountShare = Math.ceil(slots / this.demandingAccounts());
     if (account.inFlight >= accountShare) return false;
     const current = account.bySubscription.get(subscriptionId) ?? 0;
     if (current === 0) return true;
@@ -136,11 +156,13 @@ export class FairSlots {
     account.inFlight += 1;
     account.bySubscription.set(subscriptionId, (account.bySubscription.get(subscriptionId) ?? 0) + 1);
     this.inFlight += 1;
+    const startedAt = performance.now();
     let released = false;
     return {
       release: () => {
         if (released) return;
         released = true;
+        account.attemptMs = 0.8 * account.attemptMs + 0.2 * (performance.now() - startedAt);
         this.finish(accountId, account, subscriptionId);
       },
     };
@@ -168,7 +190,7 @@ export class FairSlots {
       if (!chosen) return;
       const [waiter] = chosen.account.waiting.splice(chosen.index, 1) as [Waiter];
       this.waiting -= 1;
-      waiter.grant(this.start(chosen.accountId, chosen.account, waiter.subscriptionId));
+      waiter.grant({ slot: this.start(chosen.accountId, chosen.account, waiter.subscriptionId) });
     }
   }
 
