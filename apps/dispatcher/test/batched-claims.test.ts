@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { claimAttempts, insertEvent, newId, recordAttempt, recordAttempts } from '@svc/core';
+import { claimAttempts, insertEvent, newId, recordAttempts } from '@svc/core';
 import { uniqueTag } from '@svc/core/testing';
 import { createHarness, seedTenant, type Harness } from './support/harness.js';
 
@@ -111,7 +111,7 @@ describe('claims and records of several attempts in one statement', () => {
     const failed = { startedAt: new Date(), durationMs: 5, statusCode: 500, error: 'HTTP 500', responseBytes: Buffer.from('no'), ok: false };
 
     const [retried] = await recordAttempts(h.db, [{ attempt: { deliveryId: early, subscriptionId: sub.id, attempt: 1 }, outcome: failed }], [60_000, 1, 1, 1, 1, 1]);
-    const exhausted = await recordAttempt(h.db, { deliveryId: last, subscriptionId: sub.id, attempt: 7 }, failed, [1, 1, 1, 1, 1, 1]);
+    const [exhausted] = await recordAttempts(h.db, [{ attempt: { deliveryId: last, subscriptionId: sub.id, attempt: 7 }, outcome: failed }], [1, 1, 1, 1, 1, 1]);
 
     expect(retried).toEqual({ kind: 'failed', disabledSubscription: false, cancelled: [] });
     expect(exhausted).toMatchObject({ kind: 'failed', disabledSubscription: false });

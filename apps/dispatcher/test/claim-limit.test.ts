@@ -1,18 +1,26 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import {
-  claimAttempt,
+  claimAttempts,
+  type ClaimResult,
+  type Db,
   completeScan,
   createLogger,
   insertEvent,
   listDeliveries,
   MAX_CLAIMS_PER_ATTEMPT,
   newId,
-  recordAttempt,
+  recordAttempts,
   unrecordedAttemptReason,
 } from '@svc/core';
 import { uniqueTag, waitFor } from '@svc/core/testing';
 import { createHarness, seedTenant, type Harness } from './support/harness.js';
 import { attemptsOf, producerOf, sendCanary, subscriptionRow, waitForDelivery } from './support/delivery-probe.js';
+
+/** One attempt claimed alone, as a batch of one. */
+async function claimOne(db: Db, deliveryId: string, attempt: number, leaseMs: number): Promise<ClaimResult> {
+  const [result] = await claimAttempts(db, [{ deliveryId, attempt }], leaseMs);
+  return result as ClaimResult;
+}
 
 /** Issue 8: an attempt that never gets an outcome is not sent without end. */
 describe('the claim limit: an attempt claimed 3 times without an outcome fails its delivery', () => {
@@ -46,7 +54,7 @@ describe('the claim limit: an attempt claimed 3 times without an outcome fails i
       // A 1 ms lease: as if the dispatcher holding it died before recording anything.
       const claim = await waitFor(
         async () => {
-          const result = await claimAttempt(h.db, deliveryId, 1, 1);
+          const result = await claimOne(h.db, deliveryId, 1, 1);
           return (result.claimed || result.refusal.reason !== 'in-flight-elsewhere') && result;
         },
         5_000,
@@ -62,29 +70,28 @@ describe('the claim limit: an attempt claimed 3 times without an outcome fails i
     expect(await subscriptionRow(h, sub.id)).toMatchObject({ status: 'active', failure_count: 0 });
     const [logged] = await listDeliveries(h.db, sub.id);
     expect(logged).toMatchObject({ id: deliveryId, status: 'failed', failureReason: unrecordedAttemptReason(1), attempts: [] });
-    const again = await claimAttempt(h.db, deliveryId, 1, 1);
+    const again = await claimOne(h.db, deliveryId, 1, 1);
     expect(again).toEqual({ claimed: false, refusal: { reason: 'finished' } });
   });
 
   it('counts claims per attempt: a recorded outcome starts the next attempt at zero claims', async () => {
     const { deliveryId } = await pendingDelivery(`/ok/claims-reset-${uniqueTag()}`);
     for (let i = 0; i < MAX_CLAIMS_PER_ATTEMPT - 1; i += 1) {
-      await waitFor(async () => (await claimAttempt(h.db, deliveryId, 1, 1)).claimed, 5_000, `claim ${i + 1} of attempt 1`);
+      await waitFor(async () => (await claimOne(h.db, deliveryId, 1, 1)).claimed, 5_000, `claim ${i + 1} of attempt 1`);
     }
     const last = await waitFor(async () => {
-      const result = await claimAttempt(h.db, deliveryId, 1, 60_000);
+      const result = await claimOne(h.db, deliveryId, 1, 60_000);
       return result.claimed && result;
     }, 5_000, 'the last claim of attempt 1');
-    const recorded = await recordAttempt(
+    const recorded = await recordAttempts(
       h.db,
-      last.attempt,
-      { startedAt: new Date(), durationMs: 3, statusCode: 503, error: 'HTTP 503', responseBytes: Buffer.from('busy'), ok: false },
+      [{ attempt: last.attempt, outcome: { startedAt: new Date(), durationMs: 3, statusCode: 503, error: 'HTTP 503', responseBytes: Buffer.from('busy'), ok: false } }],
       [0, 0, 0, 0, 0, 0],
-    );
+    ).then(([result]) => result);
 
     expect(recorded).toEqual({ kind: 'retry', nextAttempt: 2, delayMs: 0 });
     expect(await h.db('deliveries').where({ id: deliveryId }).first()).toMatchObject({ status: 'pending', attempt_count: 1, claims: 0 });
-    const second = await claimAttempt(h.db, deliveryId, 2, 60_000);
+    const second = await claimOne(h.db, deliveryId, 2, 60_000);
     expect(second.claimed).toBe(true);
     expect(await h.db('deliveries').where({ id: deliveryId }).first()).toMatchObject({ claims: 1 });
   });

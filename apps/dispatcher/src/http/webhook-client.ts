@@ -1,8 +1,6 @@
-import type { ClientRequest, IncomingMessage } from 'node:http';
-import { request as httpRequest } from 'node:http';
-import { request as httpsRequest, type Agent, type RequestOptions } from 'node:https';
+import type { Agent } from 'node:https';
 import { createSecureContext, rootCertificates } from 'node:tls';
-import got, { Options, type Got, type RequestError } from 'got';
+import got, { type Got, type RequestError } from 'got';
 import { RESPONSE_EXCERPT_BYTES, signatureHeaders, type ClaimedAttempt, type AttemptOutcome } from '@svc/core';
 import { BoundedAgent, liveSockets } from './bounded-agent.js';
 import { createReceiverLookup, type ReceiverLookup } from './dns-resolver.js';
@@ -69,8 +67,6 @@ export class WebhookClient {
       timeout: { request: options.timeoutMs },
       // Always our resolver (c-ares, bounded, off the libuv pool); with the guard on it also filters.
       dnsLookup: this.lookup as never,
-      request: sendWithNodeOptionsWeUse as never,
-      hooks: { init: [useLeanNativeRequestOptions] },
     });
   }
 
@@ -146,48 +142,6 @@ export class WebhookClient {
       });
     });
   }
-}
-
-/**
- * got's init hook, run as got merges each attempt's options into a new Options: the attempt's
- * Options then builds Node's request options as leanNativeRequestOptions does. got 14's own
- * Options#createNativeRequestOptions writes an object literal of some thirty-five properties after
- * two spreads, which V8 builds in dictionary mode: 70–80 µs of CPU and a burst of garbage per POST
- * on the bench machine (a loop over one Options; in the dispatcher's profile 4 % of its CPU), for
- * an object of which sendWithNodeOptionsWeUse reads four properties.
- */
-export function useLeanNativeRequestOptions(_plain: unknown, options: Options): void {
-  (options as unknown as { createNativeRequestOptions: () => RequestOptions }).createNativeRequestOptions = leanNativeRequestOptions;
-}
-
-/**
- * The four properties of got's native request options that sendWithNodeOptionsWeUse passes to
- * Node, with got's values (webhook-client-options.test compares them with got's own method).
- */
-export function leanNativeRequestOptions(this: Options): RequestOptions {
-  // HTTP/2, got's cache and its DNS cache read more of the native options: got's own method then
-  // (never for our attempts).
-  if (this.http2 || this.cache || this.dnsCache) return Options.prototype.createNativeRequestOptions.call(this) as RequestOptions;
-  const agents = this.agent;
-  return {
-    method: this.method,
-    headers: this.headers as RequestOptions['headers'],
-    agent: (this.url as URL | undefined)?.protocol === 'https:' ? agents.https : agents.http,
-    lookup: this.dnsLookup as RequestOptions['lookup'],
-  };
-}
-
-/**
- * got's request function, given only the options an attempt uses. got hands Node a fresh object of
- * some thirty TLS and HTTP options, most of them undefined; Node then copies it and reads each
- * one again to pick a pooled socket (https.Agent#getName): per POST, 0.05–0.09 ms of CPU more
- * than these four (scratch measurement beside got's default, docs/benchmarks.md). The TLS
- * settings live on the agent (its secure context); the timeout, the redirects and the response
- * stay got's. got calls it as `request(url, options)`.
- */
-function sendWithNodeOptionsWeUse(url: URL, options: RequestOptions, callback?: (response: IncomingMessage) => void): ClientRequest {
-  const minimal: RequestOptions = { method: options.method, headers: options.headers, agent: options.agent, lookup: options.lookup };
-  return url.protocol === 'http:' ? httpRequest(url, minimal, callback) : httpsRequest(url, minimal, callback);
 }
 
 function withSystemRoots(ca: string | Buffer | Array<string | Buffer>): Array<string | Buffer> {

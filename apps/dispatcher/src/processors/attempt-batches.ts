@@ -1,7 +1,5 @@
 import {
   claimAttempts,
-  isFinalFailure,
-  recordAttempt,
   recordAttempts,
   type AttemptOutcome,
   type AttemptRequest,
@@ -19,9 +17,9 @@ const MAX_BATCH = 100;
 const MAX_IN_FLIGHT = 2;
 
 export interface AttemptBatches {
-  /** claimAttempt, batched with the claims other workers of this process make meanwhile. */
+  /** claimAttempts, batched with the claims other workers of this process make meanwhile. */
   claim(request: AttemptRequest): Promise<ClaimResult>;
-  /** recordAttempt, batched likewise; a final failure (it may disable the subscription) is recorded alone. */
+  /** recordAttempts, batched likewise. */
   record(attempt: Pick<ClaimedAttempt, 'deliveryId' | 'subscriptionId' | 'attempt'>, outcome: AttemptOutcome): Promise<RecordResult>;
   /** How long claims have waited with none answered meanwhile: readiness reports a claim loop that makes no progress. */
   claimsStalledForMs(): number;
@@ -42,10 +40,6 @@ export function createAttemptBatches(deps: { db: Db; leaseMs: number; retryDelay
   return {
     claim: (request) => claims.submit(request),
     claimsStalledForMs: () => claims.stalledForMs(),
-    record(attempt, outcome) {
-      const finished = { attempt, outcome };
-      if (isFinalFailure(finished)) return recordAttempt(deps.db, attempt, outcome, deps.retryDelaysMs);
-      return records.submit(finished);
-    },
+    record: (attempt, outcome) => records.submit({ attempt, outcome }),
   };
 }

@@ -41,27 +41,19 @@ export interface AttemptRequest {
 const BUSY_RETRY_MS = 250;
 
 /**
- * Takes the lease of one attempt: only when the delivery is pending, this attempt is the next,
- * it is due, no other dispatcher holds it and the subscription is active. The subscription row
- * is locked FOR KEY SHARE, which a revocation's FOR UPDATE conflicts with (and a record's or an
- * auto-disable's NO KEY UPDATE does not), so a revocation either waits for this lease or is seen here.
- * A claim never waits for a lock: a row another transaction holds is skipped, and its attempt
- * is refused as `busy`, to be tried again a moment later.
- * Every claim is counted; an attempt already claimed MAX_CLAIMS_PER_ATTEMPT times whose lease
- * ran out without an outcome is not sent again: the same statement fails its delivery (not
- * counted in failureCount: the receiver did not exhaust its attempts, something on our side failed).
- */
-export async function claimAttempt(db: Db, deliveryId: string, attempt: number, leaseMs: number): Promise<ClaimResult> {
-  const [result] = await claimAttempts(db, [{ deliveryId, attempt }], leaseMs);
-  return result as ClaimResult;
-}
-
-/**
- * claimAttempt for many attempts in one statement (one commit): the attempts workers picked
- * up together, from any accounts. Each gets exactly the answer claimAttempt would give it alone
- * (or `busy`, where alone it would have waited): a row that another account's work holds (a
- * DELETE cascading a large history, an auto-disable cancelling a backlog) never holds back the
- * other attempts of the batch. No two requests may name the same delivery.
+ * Takes the lease of each attempt, in one statement (one commit): the attempts workers picked up
+ * together, from any accounts. An attempt is claimed only when its delivery is pending, this
+ * attempt is the next, it is due, no other dispatcher holds it and the subscription is active.
+ * The subscription row is locked FOR KEY SHARE, which a revocation's FOR UPDATE conflicts with
+ * (and a record's or an auto-disable's NO KEY UPDATE does not), so a revocation either waits for
+ * this lease or is seen here. A claim never waits for a lock: a row another transaction holds (a
+ * DELETE cascading a large history, an auto-disable cancelling a backlog) is skipped and its
+ * attempt refused as `busy`, to be tried again a moment later, so it never holds back the other
+ * attempts of the batch. Every claim is counted; an attempt already claimed
+ * MAX_CLAIMS_PER_ATTEMPT times whose lease ran out without an outcome is not sent again: the same
+ * statement fails its delivery (not counted in failureCount: the receiver did not exhaust its
+ * attempts, something on our side failed). Each request gets the answer it would get alone. No
+ * two requests may name the same delivery.
  */
 export async function claimAttempts(db: Db, requests: readonly AttemptRequest[], leaseMs: number): Promise<ClaimResult[]> {
   if (requests.length === 0) return [];

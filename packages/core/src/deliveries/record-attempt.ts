@@ -20,27 +20,6 @@ export type RecordResult =
   | { kind: 'failed'; disabledSubscription: boolean; cancelled: Array<{ deliveryId: string; attempt: number }> }
   | { kind: 'stale' };
 
-/**
- * Inserts the attempt row unless the delivery is gone or the attempt is already recorded. The
- * bytes are the record; the text beside them is their display form (response-excerpt.ts), kept
- * so readers of the text column see new rows as they see old ones.
- */
-const INSERT_ATTEMPT = `
-  INSERT INTO delivery_attempts (delivery_id, n, at, status_code, error, duration_ms, response_excerpt, response_excerpt_bytes)
-  SELECT :id, :n, :at, :statusCode, :error, :durationMs, :excerpt, :excerptBytes
-   WHERE EXISTS (SELECT 1 FROM deliveries WHERE id = :id)
-  ON CONFLICT (delivery_id, n) DO NOTHING`;
-
-/**
- * Every statement that locks both a subscription and one of its deliveries takes the
- * subscription first (as the claim does, FOR SHARE): with one order there is no deadlock when
- * many deliveries of one subscription finish at once (the moment auto-disable exists for).
- */
-const LOCK_SUBSCRIPTION = `SELECT id, status FROM webhook_subscriptions WHERE id = :subscriptionId FOR NO KEY UPDATE`;
-
-/** The delivery is still waiting for exactly this attempt's outcome. */
-const STILL_CURRENT = `id = :id AND status = 'pending' AND attempt_count = :n - 1`;
-
 /** The attempt row's columns, from an outcome. */
 function attemptColumns(outcome: AttemptOutcome) {
   return {
@@ -61,72 +40,49 @@ export interface FinishedAttempt {
   outcome: AttemptOutcome;
 }
 
-/** True when recording the outcome can touch other deliveries (the last attempt failed): it is recorded alone. */
-export function isFinalFailure({ attempt, outcome }: FinishedAttempt): boolean {
+/** The last attempt failed: the delivery fails for good, and its subscription's failureCount goes up. */
+function isFinalFailure({ attempt, outcome }: FinishedAttempt): boolean {
   return !outcome.ok && attempt.attempt >= MAX_ATTEMPTS;
 }
 
 /**
- * Records one attempt and moves the delivery on, atomically: delivered (failureCount back to 0),
- * a retry due after the configured delay, or permanently failed (failureCount + 1, and at the
- * threshold the subscription is disabled and its queued deliveries failed unsent).
- */
-export async function recordAttempt(
-  db: Db,
-  claimed: Pick<ClaimedAttempt, 'deliveryId' | 'subscriptionId' | 'attempt'>,
-  outcome: AttemptOutcome,
-  retryDelaysMs: readonly number[],
-): Promise<RecordResult> {
-  const finished = { attempt: claimed, outcome };
-  if (!isFinalFailure(finished)) return (await recordAttempts(db, [finished], retryDelaysMs))[0] as RecordResult;
-  const { deliveryId, subscriptionId, attempt } = claimed;
-  const params = { id: deliveryId, subscriptionId, n: attempt, ...attemptColumns(outcome) };
-  return db.transaction(async (tx) => {
-    const subscription = (await tx.raw(LOCK_SUBSCRIPTION, params)).rows[0] as { status: string } | undefined;
-    // Auto-disabled while this last attempt was on the wire: failed unsent at once, as any other
-    // attempt of a disabled subscription is, and not counted again (spec §3.2, "failureCount intact").
-    const disabled = subscription?.status === 'disabled';
-    await tx.raw(INSERT_ATTEMPT, params);
-    const moved = await tx.raw(
-      `UPDATE deliveries SET status = 'failed', attempt_count = :n, locked_until = NULL, next_attempt_at = NULL,
-              finished_at = clock_timestamp(), failure_reason = :reason
-        WHERE ${STILL_CURRENT}
-       RETURNING id`,
-      { ...params, reason: disabled ? 'subscription disabled' : 'attempts exhausted' },
-    );
-    if (moved.rows.length === 0) return { kind: 'stale' } as const;
-    if (disabled) return { kind: 'failed', disabledSubscription: false, cancelled: [] } as const;
-    return { kind: 'failed', ...(await countPermanentFailure(tx, subscriptionId)) } as const;
-  });
-}
-
-/**
- * recordAttempt for many delivered or to-be-retried attempts in one statement (one commit):
- * the attempts that finished together, from any accounts. A final failure (isFinalFailure) is
- * never passed here. The statement inserts every attempt row and moves every delivery still
- * waiting for that outcome, locking the delivery rows in id order (as every statement that locks
- * several of them does, so two records cannot deadlock). A delivered attempt's subscription gets
- * its failureCount back to 0 and its last delivery time unless another transaction holds that
- * row: the record never waits for a subscription (a revocation or an auto-disable of another
- * account), and a subscription another record holds is being reset by that one. No two items
- * may name the same delivery.
+ * Records the attempts that finished together, from any accounts, and moves each delivery still
+ * waiting for that outcome on: delivered (its subscription's failureCount back to 0), a retry due
+ * after the configured delay, or, after the last attempt, failed for good (failureCount + 1; at
+ * the threshold the subscription is disabled and its queued deliveries failed unsent). An attempt
+ * that failed after its subscription was auto-disabled fails the delivery `subscription disabled`
+ * at once (spec §3.2). Idempotent: an attempt already recorded, or a delivery gone, answers `stale`.
+ *
+ * Locks: the subscriptions whose failureCount goes up first, in id order (waiting: a count is never
+ * lost); then the delivery rows in id order; a delivered attempt's subscription is reset only if no
+ * other transaction holds its row (SKIP LOCKED: a revocation, an auto-disable, or another record
+ * resetting it), so a batch never waits for another account's revocation. No two items may name
+ * the same delivery. Without a last attempt's failure it is one statement and one commit.
  */
 export async function recordAttempts(db: Db, finished: readonly FinishedAttempt[], retryDelaysMs: readonly number[]): Promise<RecordResult[]> {
   if (finished.length === 0) return [];
-  if (finished.some(isFinalFailure)) throw new Error('recordAttempts: a final failure is recorded alone with recordAttempt');
+  const counted = [...new Set(finished.filter(isFinalFailure).map((f) => f.attempt.subscriptionId))].sort();
+  if (counted.length === 0) return recordIn(db, finished, retryDelaysMs, []);
+  return db.transaction(async (tx) => {
+    await tx.raw('SELECT id FROM webhook_subscriptions WHERE id = ANY(?::text[]) ORDER BY id FOR NO KEY UPDATE', [counted]);
+    return recordIn(tx, finished, retryDelaysMs, counted);
+  });
+}
+
+async function recordIn(db: DbOrTx, finished: readonly FinishedAttempt[], retryDelaysMs: readonly number[], counted: readonly string[]): Promise<RecordResult[]> {
   const columns = finished.map(({ outcome }) => attemptColumns(outcome));
   const delaysMs = finished.map(({ attempt, outcome }) => (outcome.ok ? 0 : (retryDelaysMs[attempt.attempt - 1] ?? 0)));
   const deliveredSubscriptions = [...new Set(finished.filter((f) => f.outcome.ok).map((f) => f.attempt.subscriptionId))];
-  // One statement, one round trip, one commit. `locked` takes the delivered ones' subscriptions
-  // FOR NO KEY UPDATE SKIP LOCKED (no wait), then (`gate`) `held` locks the delivery rows in id order.
+  // One statement, one round trip. `locked` takes the delivered ones' subscriptions FOR NO KEY
+  // UPDATE SKIP LOCKED (no wait), then (`gate`) `held` locks the delivery rows in id order.
   // `d.status = (SELECT 'pending'::text)`: see claimAttempts — a constant lets the generic plan
   // scan every pending delivery through deliveries_due_idx (67 ms per batch at 9,000 pending).
   const result = await db
     .raw(
       `WITH o AS (
          SELECT * FROM unnest(:ids::text[], :ns::int[], :ats::timestamptz[], :codes::int[], :errors::text[], :durations::int[],
-                              :excerpts::text[], :bytes::bytea[], :oks::bool[], :delaySecs::float8[])
-                  AS o(id, n, at, status_code, error, duration_ms, excerpt, excerpt_bytes, ok, delay_secs)
+                              :excerpts::text[], :bytes::bytea[], :oks::bool[], :finals::bool[], :delaySecs::float8[])
+                  AS o(id, n, at, status_code, error, duration_ms, excerpt, excerpt_bytes, ok, final, delay_secs)
        ), locked AS (
          SELECT id FROM webhook_subscriptions WHERE id = ANY(:deliveredSubscriptions::text[]) ORDER BY id FOR NO KEY UPDATE SKIP LOCKED
        ), gate AS (
@@ -137,16 +93,18 @@ export async function recordAttempts(db: Db, finished: readonly FinishedAttempt[
          -- A failed attempt of a subscription auto-disabled while it was on the wire is not
          -- retried: the delivery fails unsent at once (spec §3.2), as the disable did to the rest.
          UPDATE deliveries d
-            SET status = CASE WHEN o.ok THEN 'delivered' WHEN s.status = 'disabled' THEN 'failed' ELSE d.status END,
+            SET status = CASE WHEN o.ok THEN 'delivered' WHEN s.status = 'disabled' OR o.final THEN 'failed' ELSE d.status END,
                 attempt_count = o.n, locked_until = NULL,
                 claims = CASE WHEN o.ok THEN d.claims ELSE 0 END,
-                next_attempt_at = CASE WHEN o.ok OR s.status = 'disabled' THEN NULL
+                next_attempt_at = CASE WHEN o.ok OR s.status = 'disabled' OR o.final THEN NULL
                                        ELSE clock_timestamp() + make_interval(secs => o.delay_secs) END,
-                finished_at = CASE WHEN o.ok OR s.status = 'disabled' THEN clock_timestamp() ELSE d.finished_at END,
-                failure_reason = CASE WHEN NOT o.ok AND s.status = 'disabled' THEN 'subscription disabled' ELSE d.failure_reason END
+                finished_at = CASE WHEN o.ok OR s.status = 'disabled' OR o.final THEN clock_timestamp() ELSE d.finished_at END,
+                failure_reason = CASE WHEN o.ok THEN d.failure_reason WHEN s.status = 'disabled' THEN 'subscription disabled'
+                                      WHEN o.final THEN 'attempts exhausted' ELSE d.failure_reason END
            FROM o, held, webhook_subscriptions s
           WHERE d.id = o.id AND held.id = d.id AND s.id = d.subscription_id AND d.status = (SELECT 'pending'::text) AND d.attempt_count = o.n - 1
-         RETURNING d.id, d.subscription_id, o.ok, (NOT o.ok AND s.status = 'disabled') AS disabled_unsent
+         RETURNING d.id, d.subscription_id, o.ok, (NOT o.ok AND s.status = 'disabled') AS disabled_unsent,
+                   (o.final AND s.status <> 'disabled') AS exhausted
        ), attempt AS (
          INSERT INTO delivery_attempts (delivery_id, n, at, status_code, error, duration_ms, response_excerpt, response_excerpt_bytes)
          SELECT o.id, o.n, o.at, o.status_code, o.error, o.duration_ms, o.excerpt, o.excerpt_bytes
@@ -156,7 +114,7 @@ export async function recordAttempts(db: Db, finished: readonly FinishedAttempt[
          UPDATE webhook_subscriptions s SET last_delivery_at = clock_timestamp(), failure_count = 0
           WHERE s.id IN (SELECT subscription_id FROM moved WHERE ok) AND s.id IN (SELECT id FROM locked) AND s.status = 'active'
        )
-       SELECT id, disabled_unsent FROM moved`,
+       SELECT id, subscription_id, disabled_unsent, exhausted FROM moved`,
       {
         ids: finished.map((f) => f.attempt.deliveryId),
         ns: finished.map((f) => f.attempt.attempt),
@@ -167,16 +125,28 @@ export async function recordAttempts(db: Db, finished: readonly FinishedAttempt[
         excerpts: columns.map((c) => c.excerpt),
         bytes: columns.map((c) => c.excerptBytes),
         oks: finished.map((f) => f.outcome.ok),
+        finals: finished.map(isFinalFailure),
         delaySecs: delaysMs.map((ms) => ms / 1000),
         deliveredSubscriptions,
       },
     )
-    .options({ name: 'svc_record_attempts_v5' });
+    .options({ name: 'svc_record_attempts_v6' });
   const moved = new Map((result.rows as MovedRow[]).map((row) => [row.id, row]));
+  // Each counted subscription's failures of this batch, once; the first of them carries the disable.
+  const disables = new Map<string, Awaited<ReturnType<typeof countPermanentFailures>>>();
+  for (const subscriptionId of counted) {
+    const failures = (result.rows as MovedRow[]).filter((row) => row.exhausted && row.subscription_id === subscriptionId).length;
+    if (failures > 0) disables.set(subscriptionId, await countPermanentFailures(db, subscriptionId, failures));
+  }
   return finished.map(({ attempt, outcome }, i): RecordResult => {
     const row = moved.get(attempt.deliveryId);
     if (!row) return { kind: 'stale' };
     if (row.disabled_unsent) return { kind: 'failed', disabledSubscription: false, cancelled: [] };
+    if (row.exhausted) {
+      const disabled = disables.get(attempt.subscriptionId);
+      disables.delete(attempt.subscriptionId);
+      return { kind: 'failed', ...(disabled ?? { disabledSubscription: false, cancelled: [] }) };
+    }
     return outcome.ok ? { kind: 'delivered' } : { kind: 'retry', nextAttempt: attempt.attempt + 1, delayMs: delaysMs[i] as number };
   });
 }
@@ -184,19 +154,23 @@ export async function recordAttempts(db: Db, finished: readonly FinishedAttempt[
 /** One delivery the record statement moved on. */
 interface MovedRow {
   id: string;
+  subscription_id: string;
   /** Its attempt failed after its subscription was auto-disabled: failed unsent, not retried. */
   disabled_unsent: boolean;
+  /** Its last attempt failed (the subscription not disabled): failed for good, counted in failureCount if still active. */
+  exhausted: boolean;
 }
 
-async function countPermanentFailure(
+async function countPermanentFailures(
   tx: DbOrTx,
   subscriptionId: string,
+  failures: number,
 ): Promise<{ disabledSubscription: boolean; cancelled: Array<{ deliveryId: string; attempt: number }> }> {
   // Only an active subscription counts: one auto-disabled while this last attempt was on the wire
   // keeps the failureCount that disabled it (spec §3.2, "failureCount intact").
   const [sub] = await tx('webhook_subscriptions')
     .where({ id: subscriptionId, status: 'active' })
-    .update({ failure_count: tx.raw('failure_count + 1') })
+    .update({ failure_count: tx.raw('failure_count + ?', [failures]) })
     .returning(['failure_count', 'status']);
   if (!sub || sub.status !== 'active' || sub.failure_count < AUTO_DISABLE_THRESHOLD) {
     return { disabledSubscription: false, cancelled: [] };
