@@ -31,7 +31,7 @@ describe('three dispatchers on one database, with fan-out and retries at once', 
     await Promise.all(pools.map((db) => db.destroy()));
   });
 
-  it('records every outcome without a deadlock and sends no delivered attempt twice', async () => {
+  it('records every outcome without a deadlock and sends no attempt whose outcome was known again', async () => {
     const tenant = await seedTenant(h);
     const tag = uniqueTag();
     const steady = [await tenant.subscribe(`/ok/contention-a-${tag}`), await tenant.subscribe(`/ok/contention-b-${tag}`)];
@@ -63,11 +63,21 @@ describe('three dispatchers on one database, with fan-out and retries at once', 
       const id = String(request.headers['x-service-delivery-id']);
       arrivals.set(id, (arrivals.get(id) ?? 0) + 1);
     }
-    const steadyIds = new Set(
-      (await h.db('deliveries').whereIn('subscription_id', steady.map((s) => s.id)).select<{ id: string }[]>('id')).map((row) => row.id),
+    // Each POST a receiver got is one recorded attempt: an attempt sent again because its outcome
+    // was not recorded (a record lost to a deadlock, then the lease ran out) shows as an arrival
+    // more than the attempts. (On a loaded machine some attempts time out and are retried: each
+    // is recorded, and explains its arrival.)
+    const recorded = new Map(
+      (
+        await h.db('delivery_attempts as a')
+          .join('deliveries as d', 'd.id', 'a.delivery_id')
+          .whereIn('d.subscription_id', subscriptionIds)
+          .groupBy('a.delivery_id')
+          .select<{ delivery_id: string; n: number }[]>('a.delivery_id', h.db.raw('count(*)::int AS n'))
+      ).map((row) => [row.delivery_id, row.n]),
     );
-    const sentAgainAfterDelivered = [...arrivals].filter(([id, n]) => n > (steadyIds.has(id) ? 1 : 2));
-    expect(sentAgainAfterDelivered).toEqual([]);
+    const sentWithoutARecord = [...arrivals].filter(([id, n]) => n !== recorded.get(id));
+    expect(sentWithoutARecord).toEqual([]);
     expect(arrivals.size).toBe(EVENTS * 3);
     expect((await deadlocks(h)) - before).toBe(0);
   });

@@ -3,8 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { completeAiMonitorRun, DELIVERY_QUEUE, deliveryJobId, Redis } from '@svc/core';
-import { createCapturingLogger, freePort, uniqueTag, waitFor } from '@svc/core/testing';
+import { completeAiMonitorRun, createRedis, DELIVERY_QUEUE, deliveryJobId, Redis } from '@svc/core';
+import { createCapturingLogger, freePort, testConfig, uniqueTag, waitFor } from '@svc/core/testing';
 import { producerOf } from './support/delivery-probe.js';
 import { createHarness, seedTenant, type Harness } from './support/harness.js';
 import { killAllOwned, killOwned, SENTINEL_MASTER_NAME, startOwned } from './support/sentinel-cluster.js';
@@ -21,6 +21,24 @@ let sentinelEnv: Record<string, string>;
 let h: Harness;
 
 /** One command to a node of this test, with or without a password; the answer or the error's message. */
+/**
+ * Waits until a client made as the service makes its own, with this password, has been refused
+ * `rounds` times: the service's clients have been through as many reconnection rounds meanwhile
+ * (200 ms, 400 ms, … at most 2 s apart). It bounds what must not happen by what the sentinel does.
+ */
+async function reconnectionRounds(password: string, rounds: number): Promise<void> {
+  const probe = createRedis(testConfig({ ...sentinelEnv, REDIS_SENTINEL_PASSWORD: password, REDIS_URL: 'redis://127.0.0.1:1' }), 'bullmq');
+  let refused = 0;
+  probe.on('error', () => {
+    refused += 1;
+  });
+  try {
+    await waitFor(() => refused >= rounds, 20_000, `${rounds} refused connections`);
+  } finally {
+    probe.disconnect();
+  }
+}
+
 async function ask(port: number, password: string | undefined, ...command: string[]): Promise<unknown> {
   const redis = new Redis({ host: '127.0.0.1', port, password, lazyConnect: true, enableReadyCheck: false, maxRetriesPerRequest: 0, retryStrategy: () => null });
   redis.on('error', () => undefined);
@@ -160,9 +178,9 @@ describe('Redis through Sentinels that require a password (REDIS_SENTINEL_PASSWO
     await waitFor(() => entries.some((entry) => entry.message === 'redis connection error'), 20_000, 'the wrong password to be refused');
 
     await dispatcher.stop();
-    // An unhandled rejection fails the story that is running: give the closed connections' waits
-    // longer than a reconnection round (200 ms to 2 s) to fail, before the story ends.
-    await new Promise((resolve) => setTimeout(resolve, 2_500));
+    // An unhandled rejection fails the story that is running: the closed connections' waits would
+    // fail within a reconnection round, so the story lasts two of them.
+    await reconnectionRounds(WRONG_PASSWORD, 2);
     const readiness = await dispatcher.readiness();
 
     expect(readiness).toMatchObject({ status: 'not_ready', checks: { redis: 'down', workers: 'stopped' } });
@@ -178,9 +196,9 @@ describe('Redis through Sentinels that require a password (REDIS_SENTINEL_PASSWO
       return answer.status === 200 && answer;
     }, 20_000, 'the API with the right password to be ready');
     await waitFor(async () => (await readyz(wrong.port)).status !== 0, 20_000, 'the API with the wrong password to listen');
-    // What must NOT happen (becoming ready) can only be shown by waiting: several reconnection
-    // rounds to the sentinel (200 ms, 400 ms, … at most 2 s apart).
-    await new Promise((resolve) => setTimeout(resolve, 3_000));
+    // What must NOT happen (becoming ready) is bounded by what the sentinel does: it refuses the
+    // wrong password through several reconnection rounds meanwhile.
+    await reconnectionRounds(WRONG_PASSWORD, 3);
     const wrongReady = await readyz(wrong.port);
     await Promise.all([killOwned(right.api, 'SIGTERM'), killOwned(wrong.api, 'SIGTERM')]);
 

@@ -56,6 +56,11 @@ export class RetentionPurger {
     this.timer = setTimeout(tick, Math.round(this.intervalMs * (0.5 + Math.random() / 2)));
   }
 
+  /** True while a next run is scheduled: never after stop(), nor with retentionDays 0. */
+  scheduled(): boolean {
+    return this.timer !== undefined;
+  }
+
   async stop(): Promise<void> {
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
