@@ -31,8 +31,7 @@ export interface PgListenerOptions {
 
 /**
  * One Postgres connection, outside any pool, that LISTENs on some channels and reconnects 1 s
- * after it drops (the key revocation listener and the dispatcher's jobs announcements both hold
- * one). A connection can die without a word (a NAT or firewall forgetting it): TCP keep-alive
+ * after it drops (the API's key listener holds one). A connection can die without a word (a NAT or firewall forgetting it): TCP keep-alive
  * lets the OS notice, and a `SELECT 1` every checkIntervalMs that must answer within
  * checkTimeoutMs lets us notice sooner. `listening` is true only while notifications are sure to
  * arrive, i.e. while the last check answered in time.
