@@ -1,6 +1,6 @@
 import { Router } from 'express';
-import { getSiteDetail, listSites, type Db, type SiteDetail, type SiteSummary } from '@svc/core';
-import { authOf, requireScope } from '../auth/authenticate.js';
+import type { Db, SiteDetail, SiteSummary } from '@svc/core';
+import { accountOf, requireScope } from '../auth/authenticate.js';
 import { requireIdShape } from '../http/path-params.js';
 
 function presentSite(site: SiteSummary) {
@@ -18,7 +18,7 @@ function presentSiteDetail(site: SiteDetail) {
 /** Spec §4.1, §4.2. */
 export function sitesRoutes(deps: { db: Db }, router: Router = Router()): Router {
   router.get('/sites', requireScope('read:sites'), async (_req, res) => {
-    const sites = await listSites(deps.db, authOf(res).accountId);
+    const sites = await accountOf(res, deps.db).sites.list();
     res.json({ data: { sites: sites.map(presentSite) } });
   });
   router.get(
@@ -26,7 +26,7 @@ export function sitesRoutes(deps: { db: Db }, router: Router = Router()): Router
     requireScope('read:sites'),
     requireIdShape('siteId', 'No site with this id exists in your account.'),
     async (req, res) => {
-      const site = await getSiteDetail(deps.db, authOf(res).accountId, String(req.params.siteId));
+      const site = await accountOf(res, deps.db).sites.get(String(req.params.siteId));
       res.json({ data: { site: presentSiteDetail(site) } });
     },
   );

@@ -1,15 +1,6 @@
 import express, { Router, type NextFunction, type Request, type Response } from 'express';
-import {
-  createSubscription,
-  listSubscriptions,
-  revokeSubscription,
-  ValidationError,
-  type CreatedSubscription,
-  type Db,
-  type Queues,
-  type SubscriptionListing,
-} from '@svc/core';
-import { authOf, requireScope } from '../auth/authenticate.js';
+import { ValidationError, type CreatedSubscription, type Db, type Queues, type SubscriptionListing } from '@svc/core';
+import { accountOf, requireScope } from '../auth/authenticate.js';
 import { requireIdShape } from '../http/path-params.js';
 import { validateBody } from '../http/openapi-validators.js';
 
@@ -65,11 +56,11 @@ export function webhooksRoutes(deps: { db: Db; queues: Pick<Queues, 'delivery'> 
   router.post('/webhooks', requireScope('write:webhooks'), jsonBody, requireDecodedBody, async (req, res) => {
     const { url, events } = parseCreateSubscription(req.body);
     // Repeats are dropped (the document says so); the rules are the document's.
-    const sub = await createSubscription(deps.db, authOf(res).accountId, { url, events: [...new Set(events)] });
+    const sub = await accountOf(res, deps.db).webhooks.create({ url, events: [...new Set(events)] });
     res.status(201).json({ data: { subscription: presentCreatedSubscription(sub) } });
   });
   router.get('/webhooks', requireScope('read:webhooks'), async (_req, res) => {
-    const subscriptions = await listSubscriptions(deps.db, authOf(res).accountId);
+    const subscriptions = await accountOf(res, deps.db).webhooks.list();
     res.json({ data: { subscriptions: subscriptions.map(presentSubscription) } });
   });
   router.delete(
@@ -78,7 +69,7 @@ export function webhooksRoutes(deps: { db: Db; queues: Pick<Queues, 'delivery'> 
     requireIdShape('subscriptionId', 'No webhook subscription with this id exists in your account.'),
     async (req, res) => {
       const id = String(req.params.subscriptionId);
-      await revokeSubscription(deps, authOf(res).accountId, id);
+      await accountOf(res, deps.db).webhooks.revoke(id, deps);
       res.json({ data: { deleted: true, id } });
     },
   );

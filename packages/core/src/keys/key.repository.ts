@@ -1,4 +1,5 @@
 import type { DbOrTx } from '../db/knex.js';
+import { returnedRow } from '../db/tables.js';
 import { InputError, NotFoundError } from '../errors.js';
 import { newId } from '../ids.js';
 import {
@@ -54,16 +55,18 @@ export async function createApiKey(
   const account = await db('accounts').where({ id: accountId }).first('id');
   if (!account) throw new NotFoundError(`account ${accountId} does not exist`);
   const key = generateApiKey();
-  const [row] = await db('api_keys')
-    .insert({
-      id: newId('key'),
-      account_id: accountId,
-      name,
-      key_hash: hashApiKey(key),
-      prefix: key.slice(0, KEY_DISPLAY_LENGTH),
-      scopes: serializeScopes(scopes),
-    })
-    .returning(['id', 'prefix', 'created_at']);
+  const row = returnedRow(
+    await db('api_keys')
+      .insert({
+        id: newId('key'),
+        account_id: accountId,
+        name,
+        key_hash: hashApiKey(key),
+        prefix: key.slice(0, KEY_DISPLAY_LENGTH),
+        scopes: serializeScopes(scopes),
+      })
+      .returning(['id', 'prefix', 'created_at']),
+  );
   return { id: row.id, key, prefix: row.prefix, name, scopes, createdAt: row.created_at };
 }
 
@@ -93,13 +96,9 @@ export async function revokeApiKey(db: DbOrTx, keyId: string): Promise<{ id: str
     .where({ id: keyId })
     .update({ revoked_at: db.raw('COALESCE(revoked_at, now())') })
     .returning(['id', 'revoked_at']);
-  if (!row) throw new NotFoundError(`key ${keyId} does not exist`);
+  // revoked_at is set by the update; a row without one is a key that does not exist.
+  if (!row?.revoked_at) throw new NotFoundError(`key ${keyId} does not exist`);
   return { id: row.id, revokedAt: row.revoked_at };
-}
-
-/** The active key whose hash matches the presented key, or undefined (unknown or revoked). */
-export async function findActiveKey(db: DbOrTx, presentedKey: string): Promise<AuthenticatedKey | undefined> {
-  return findActiveKeyByHash(db, hashApiKey(presentedKey));
 }
 
 interface ActiveKeyRow {
@@ -110,7 +109,7 @@ interface ActiveKeyRow {
   last_used_at: Date | null;
 }
 
-/** As findActiveKey, for a caller that already hashed the presented key. */
+/** The active key whose SHA-256 hash (hashApiKey) matches the presented key's, or undefined (unknown or revoked). */
 export async function findActiveKeyByHash(db: DbOrTx, hash: string): Promise<AuthenticatedKey | undefined> {
   const result = await db
     .raw('SELECT id, account_id, scopes, key_hash, last_used_at FROM api_keys WHERE key_hash = ? AND revoked_at IS NULL LIMIT 1', [hash])

@@ -1,4 +1,5 @@
 import type { DbOrTx } from '../db/knex.js';
+import type { SiteRow } from '../db/tables.js';
 import { InputError, NotFoundError } from '../errors.js';
 import { newId } from '../ids.js';
 import { normalizeDomain } from './domain.js';
@@ -28,17 +29,11 @@ export interface SiteDetail extends SiteSummary {
   latestScan: LatestScan | null;
 }
 
-interface SiteRow {
-  id: string;
-  domain: string;
-  name: string | null;
-  status: SiteStatus;
-  created_at: Date;
-}
+type SiteSummaryRow = Pick<SiteRow, (typeof SUMMARY_COLUMNS)[number]>;
 
 const SUMMARY_COLUMNS = ['id', 'domain', 'name', 'status', 'created_at'] as const;
 
-function toSummary(row: SiteRow): SiteSummary {
+function toSummary(row: SiteSummaryRow): SiteSummary {
   return { id: row.id, domain: row.domain, name: row.name, status: row.status, createdAt: row.created_at };
 }
 
@@ -48,8 +43,8 @@ export async function createSite(
   accountId: string,
   input: { domain: string; name?: string | null; status?: string },
 ): Promise<SiteSummary> {
-  const status = input.status ?? 'active';
-  if (!SITE_STATUSES.includes(status as SiteStatus)) {
+  const status = (input.status ?? 'active') as SiteStatus;
+  if (!SITE_STATUSES.includes(status)) {
     throw new InputError(`status must be one of ${SITE_STATUSES.join(', ')}`);
   }
   const domain = normalizeDomain(input.domain);
@@ -62,7 +57,7 @@ export async function createSite(
     .ignore()
     .returning([...SUMMARY_COLUMNS]);
   if (!row) throw new InputError(`the account already has a site with domain ${domain}`);
-  return toSummary(row as SiteRow);
+  return toSummary(row);
 }
 
 /** The newest sites of one account, most recently added first (spec §4.1): an ordered read of sites_account_created_idx. */
@@ -75,10 +70,10 @@ export async function listSites(db: DbOrTx, accountId: string, limit = SITES_LIS
     ])
     .limit(limit)
     .select(...SUMMARY_COLUMNS);
-  return (rows as SiteRow[]).map(toSummary);
+  return rows.map(toSummary);
 }
 
-interface SiteDetailRow extends SiteRow {
+interface SiteDetailRow extends SiteSummaryRow {
   scan_id: string | null;
   scan_score: number | null;
   scan_completed_at: Date | null;
@@ -111,10 +106,4 @@ export async function getSiteDetail(db: DbOrTx, accountId: string, siteId: strin
       ? null
       : { id: row.scan_id, score: Number(row.scan_score), status: 'completed', completedAt: row.scan_completed_at };
   return { ...toSummary(row), latestScan };
-}
-
-/** The site with its account, for producers and operators that start from a site id. */
-export async function findSiteById(db: DbOrTx, siteId: string): Promise<(SiteSummary & { accountId: string }) | undefined> {
-  const row = await db('sites').where({ id: siteId }).first([...SUMMARY_COLUMNS, 'account_id']);
-  return row ? { ...toSummary(row as SiteRow), accountId: row.account_id } : undefined;
 }

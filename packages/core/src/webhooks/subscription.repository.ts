@@ -1,4 +1,5 @@
 import type { DbOrTx } from '../db/knex.js';
+import { returnedRow } from '../db/tables.js';
 import { NotFoundError } from '../errors.js';
 import { newId, randomHex } from '../ids.js';
 
@@ -33,26 +34,12 @@ export async function createSubscription(
   accountId: string,
   input: { url: string; events: readonly string[] },
 ): Promise<CreatedSubscription> {
-  const [row] = await db('webhook_subscriptions')
-    .insert({
-      id: newId('wh'),
-      account_id: accountId,
-      url: input.url,
-      events: [...input.events],
-      secret: randomHex(SECRET_BYTES),
-    })
-    .returning(['id', 'url', 'events', 'secret', 'created_at']);
+  const row = returnedRow(
+    await db('webhook_subscriptions')
+      .insert({ id: newId('wh'), account_id: accountId, url: input.url, events: [...input.events], secret: randomHex(SECRET_BYTES) })
+      .returning(['id', 'url', 'events', 'secret', 'created_at']),
+  );
   return { id: row.id, url: row.url, events: row.events, secret: row.secret, createdAt: row.created_at };
-}
-
-interface SubscriptionListingRow {
-  id: string;
-  url: string;
-  events: string[];
-  status: SubscriptionStatus;
-  created_at: Date;
-  last_delivery_at: Date | null;
-  failure_count: number;
 }
 
 /**
@@ -60,7 +47,7 @@ interface SubscriptionListingRow {
  * webhook_subscriptions_account_idx), auto-disabled ones included, never the secret.
  */
 export async function listSubscriptions(db: DbOrTx, accountId: string): Promise<SubscriptionListing[]> {
-  const rows: SubscriptionListingRow[] = await db('webhook_subscriptions')
+  const rows = await db('webhook_subscriptions')
     .where({ account_id: accountId })
     .whereIn('status', ['active', 'disabled'])
     .orderBy([
@@ -72,7 +59,8 @@ export async function listSubscriptions(db: DbOrTx, accountId: string): Promise<
     id: row.id,
     url: row.url,
     events: row.events,
-    status: row.status,
+    // The query keeps only these two.
+    status: row.status as SubscriptionStatus,
     createdAt: row.created_at,
     lastDeliveryAt: row.last_delivery_at,
     failureCount: row.failure_count,
