@@ -4,7 +4,7 @@ import { createHarness, seedTenant, type Harness } from './support/harness.js';
 import { fanOutCollecting } from '@svc/core/testing';
 
 /**
- * ADR 13: the batched claim, the batched record and the fan-out's re-queue cost what their batch
+ * ADR 11: the batched claim, the batched record and the fan-out's re-queue cost what their batch
  * holds, not what the backlog holds. Statistics taken while few deliveries were pending (an
  * ANALYZE in a quiet moment), then a backlog of pending deliveries: each statement still finds
  * its rows by key, never by scanning the pending ones (deliveries_due_idx, deliveries_one_pending_idx).

@@ -51,7 +51,7 @@ describe('queue jobs carry ids only and do not pile up (architecture: secrets ne
     const { id: deliveryId } = await h.db('deliveries').where({ event_id: eventId }).first('id');
     const firstJob = await h.queues.delivery.getJob(`${deliveryId as string}-1`);
     expect(firstJob?.data).toEqual({ deliveryId, subscriptionId: sub.id, attempt: 1 });
-    // The fan-out job of a wider account (ADR 13), as enqueueFanout makes it: the event's id only.
+    // The fan-out job of a wider account (ADR 11), as enqueueFanout makes it: the event's id only.
     await enqueueFanout(h.queues, eventId);
     const fanoutJob = await h.queues.fanout.getJob(eventId);
     expect(fanoutJob?.id).toBe(eventId);

@@ -3,7 +3,7 @@ import { completeAiMonitorRun, completeScan, deliveryJobId, deployPowerUp, PRODU
 import { createHarness, seedTenant, type Harness } from './support/harness.js';
 import { producerOf, specEnvelope } from './support/delivery-probe.js';
 
-/** ADR 14: producer calls of one kind a process makes together share one statement, one commit and one Redis round trip. */
+/** ADR 11: producer calls of one kind a process makes together share one statement, one commit and one Redis round trip. */
 describe('producer calls made together', () => {
   let h: Harness;
 

@@ -4,7 +4,7 @@ import { fanOutCollecting, uniqueTag, waitFor } from '@svc/core/testing';
 import { createHarness, seedTenant, type Harness } from './support/harness.js';
 import { attemptsOf, producerOf } from './support/delivery-probe.js';
 
-/** ADR 13: a producer fans its event out in its own statement and queues the first attempts itself. */
+/** ADR 11: a producer fans its event out in its own statement and queues the first attempts itself. */
 describe('a producer fanning its event out in its own transaction', () => {
   let h: Harness;
 

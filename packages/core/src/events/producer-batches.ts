@@ -16,14 +16,14 @@ export interface ProducerDeps {
 /**
  * Producer calls of one kind a process makes together (while the event loop turns, or while the
  * previous batch of that kind is on the wire) share one statement, one commit and one Redis round
- * trip (ADR 14). At most this many per batch: a batch's statement also writes each event's
+ * trip (ADR 11). At most this many per batch: a batch's statement also writes each event's
  * deliveries (up to PRODUCER_FAN_OUT_MAX each), so it stays a bounded transaction.
  */
 export const PRODUCER_BATCH_MAX = 50;
 /**
  * Batches of one kind on the wire at once, per process: the calls made meanwhile form the next
- * batch, so batches grow with the load. ADR 14 measured two in flight per kind as halving the
- * batches for 60 % more Postgres CPU per event.
+ * batch, so batches grow with the load. Two in flight per kind halved the batches for 60 % more
+ * Postgres CPU per event (measured).
  */
 export const PRODUCER_BATCHES_IN_FLIGHT = 1;
 

@@ -5,7 +5,7 @@
  * kind a process makes together share it (producer-batches.ts); a batch of one is a single call.
  * It reads what it needs (the site, the scan) in the same snapshot and writes nothing for an input
  * whose row does not exist or is in the wrong state (no row comes back for that input). It also
- * fans the events out (at most PRODUCER_FAN_OUT_MAX matching subscriptions per event, ADR 13) and
+ * fans the events out (at most PRODUCER_FAN_OUT_MAX matching subscriptions per event, ADR 11) and
  * answers the first attempts to queue.
  *
  * Each input carries the call's identity, minted when the call was made (producers.ts): its event

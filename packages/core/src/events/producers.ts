@@ -15,7 +15,7 @@ export type { ProducerDeps } from './producer-batches.js';
  * The one producer sequence (operator contract §4): record the fact and its event in one
  * transaction — one statement per kind (producer-statements.ts), which also fans the event out —
  * then announce the event or its first attempts. Calls of one kind made together share the
- * statement and the announcement (producer-batches.ts, ADR 14); each call still answers only for itself.
+ * statement and the announcement (producer-batches.ts, ADR 11); each call still answers only for itself.
  *
  * Each call's identity (its event's and fact's ids, and the producer's idempotency key if given)
  * is fixed here, before the first try, and every try writes it: a try that follows a lost
