@@ -8,7 +8,6 @@ export * from './db/knex.js';
 export * from './db/migrate.js';
 export * from './db/pg-listener.js';
 export * from './accounts/account.repository.js';
-export * from './accounts/for-account.js';
 export * from './sites/domain.js';
 export * from './sites/site.repository.js';
 export * from './scans/scan.repository.js';

@@ -1,6 +1,13 @@
 import { Router } from 'express';
-import type { Db, Logger, Queues } from '@svc/core';
-import { accountOf, requireScope } from '../auth/authenticate.js';
+import {
+  findSubscriptionDelivery,
+  listSubscriptionDeliveries,
+  redeliverSubscriptionDelivery,
+  type Db,
+  type Logger,
+  type Queues,
+} from '@svc/core';
+import { authOf, requireScope } from '../auth/authenticate.js';
 import { requireIdShape } from '../http/path-params.js';
 import { decodeDeliveryCursor, encodeDeliveryCursor } from './delivery-cursor.js';
 import { presentDelivery, presentDeliveryDetail } from './deliveries.presenter.js';
@@ -22,7 +29,7 @@ export function deliveriesRoutes(
 
   router.get('/webhooks/:subscriptionId/deliveries', requireScope('read:webhooks'), subscriptionId, async (req, res) => {
     const query = parseDeliveryListQuery(req.query);
-    const page = await accountOf(res, deps.db).deliveries.list(String(req.params.subscriptionId), {
+    const page = await listSubscriptionDeliveries(deps.db, authOf(res).accountId, String(req.params.subscriptionId), {
       limit: query.limit,
       after: query.cursor === undefined ? undefined : decodeDeliveryCursor(query.cursor),
       status: query.status,
@@ -38,7 +45,12 @@ export function deliveriesRoutes(
     subscriptionId,
     deliveryId,
     async (req, res) => {
-      const delivery = await accountOf(res, deps.db).deliveries.get(String(req.params.subscriptionId), String(req.params.deliveryId));
+      const delivery = await findSubscriptionDelivery(
+        deps.db,
+        authOf(res).accountId,
+        String(req.params.subscriptionId),
+        String(req.params.deliveryId),
+      );
       res.json({ data: { delivery: presentDeliveryDetail(delivery) } });
     },
   );
@@ -49,7 +61,12 @@ export function deliveriesRoutes(
     subscriptionId,
     deliveryId,
     async (req, res) => {
-      const { delivery } = await accountOf(res, deps.db).deliveries.redeliver(String(req.params.subscriptionId), String(req.params.deliveryId), deps);
+      const { delivery } = await redeliverSubscriptionDelivery(
+        deps,
+        authOf(res).accountId,
+        String(req.params.subscriptionId),
+        String(req.params.deliveryId),
+      );
       res.status(202).json({ data: { delivery: presentDelivery(delivery) } });
     },
   );

@@ -1,33 +1,24 @@
 import { Router } from 'express';
-import type { Db, SiteDetail, SiteSummary } from '@svc/core';
-import { accountOf, requireScope } from '../auth/authenticate.js';
+import { getSiteDetailAsJson, listSitesAsJsonArray, type Db } from '@svc/core';
+import { authOf, requireScope } from '../auth/authenticate.js';
+import { sendJsonText } from '../http/json-text.js';
 import { requireIdShape } from '../http/path-params.js';
-
-function presentSite(site: SiteSummary) {
-  return { id: site.id, domain: site.domain, name: site.name, status: site.status, createdAt: site.createdAt.toISOString() };
-}
-
-function presentSiteDetail(site: SiteDetail) {
-  const scan = site.latestScan;
-  return {
-    ...presentSite(site),
-    latestScan: scan && { id: scan.id, score: scan.score, status: scan.status, completedAt: scan.completedAt.toISOString() },
-  };
-}
 
 /** Spec §4.1, §4.2. */
 export function sitesRoutes(deps: { db: Db }, router: Router = Router()): Router {
   router.get('/sites', requireScope('read:sites'), async (_req, res) => {
-    const sites = await accountOf(res, deps.db).sites.list();
-    res.json({ data: { sites: sites.map(presentSite) } });
+    // The sites come as one JSON array's text from Postgres (listSitesAsJsonArray): no presenter here.
+    const sites = await listSitesAsJsonArray(deps.db, authOf(res).accountId);
+    sendJsonText(res, `{"data":{"sites":${sites}}}`);
   });
   router.get(
     '/sites/:siteId',
     requireScope('read:sites'),
     requireIdShape('siteId', 'No site with this id exists in your account.'),
     async (req, res) => {
-      const site = await accountOf(res, deps.db).sites.get(String(req.params.siteId));
-      res.json({ data: { site: presentSiteDetail(site) } });
+      // The site object comes as JSON text from Postgres (getSiteDetailAsJson): no presenter here.
+      const site = await getSiteDetailAsJson(deps.db, authOf(res).accountId, String(req.params.siteId));
+      sendJsonText(res, `{"data":{"site":${site}}}`);
     },
   );
   return router;

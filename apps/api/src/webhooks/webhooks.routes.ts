@@ -1,8 +1,16 @@
 import express, { Router, type NextFunction, type Request, type Response } from 'express';
-import { ValidationError, type CreatedSubscription, type Db, type Queues, type SubscriptionListing } from '@svc/core';
-import { accountOf, requireScope } from '../auth/authenticate.js';
+import {
+  createSubscription,
+  listSubscriptionsAsJsonArray,
+  revokeSubscription,
+  ValidationError,
+  type Db,
+  type Queues,
+} from '@svc/core';
+import { authOf, requireScope } from '../auth/authenticate.js';
+import { sendJsonText } from '../http/json-text.js';
 import { requireIdShape } from '../http/path-params.js';
-import { validateBody } from '../http/openapi-validators.js';
+import { parseCreateSubscription } from './webhooks.schemas.js';
 
 /**
  * Bodies past this get 413. Far above what a subscription needs, so that an over-long url is
@@ -12,12 +20,19 @@ export const WEBHOOK_BODY_LIMIT = '1mb';
 
 const EMPTY_BODY_MESSAGE = 'The request body is empty; send a JSON object with url and events.';
 
+/** A request that announces no body at all is refused before anything is read. */
+function requireBody(req: Request, _res: Response, next: NextFunction): void {
+  const length = req.get('content-length');
+  const chunked = req.get('transfer-encoding') !== undefined;
+  if (!chunked && (length === undefined || length === '0')) throw new ValidationError('invalid_body', EMPTY_BODY_MESSAGE);
+  next();
+}
+
 /**
  * Clients that forget the Content-Type still get their JSON read; anything else fails as
- * invalid_body. The parser reads an empty body as `{}` and leaves a request without one
- * undefined, so the decoded length (after any Content-Encoding) is noted to tell "no body" (none
- * announced, a chunked body of zero bytes, a gzip stream that inflates to nothing) from a body
- * that is an empty object.
+ * invalid_body. The parser reads an empty body as `{}`, so the decoded length (after any
+ * Content-Encoding) is noted to tell "no body" (a chunked body of zero bytes, a gzip stream that
+ * inflates to nothing) from a body that is an empty object.
  */
 const jsonBody = express.json({
   limit: WEBHOOK_BODY_LIMIT,
@@ -33,35 +48,21 @@ function requireDecodedBody(_req: Request, res: Response, next: NextFunction): v
   next();
 }
 
-function presentCreatedSubscription(sub: CreatedSubscription) {
-  return { id: sub.id, url: sub.url, events: sub.events, secret: sub.secret, createdAt: sub.createdAt.toISOString() };
-}
-
-function presentSubscription(sub: SubscriptionListing) {
-  return {
-    id: sub.id,
-    url: sub.url,
-    events: sub.events,
-    createdAt: sub.createdAt.toISOString(),
-    lastDeliveryAt: sub.lastDeliveryAt && sub.lastDeliveryAt.toISOString(),
-    failureCount: sub.failureCount,
-    status: sub.status,
-  };
-}
-
-const parseCreateSubscription = validateBody<{ url: string; events: string[] }>('createWebhook');
-
 /** Spec §4.3–§4.5. */
 export function webhooksRoutes(deps: { db: Db; queues: Pick<Queues, 'delivery'> }, router: Router = Router()): Router {
-  router.post('/webhooks', requireScope('write:webhooks'), jsonBody, requireDecodedBody, async (req, res) => {
-    const { url, events } = parseCreateSubscription(req.body);
-    // Repeats are dropped (the document says so); the rules are the document's.
-    const sub = await accountOf(res, deps.db).webhooks.create({ url, events: [...new Set(events)] });
-    res.status(201).json({ data: { subscription: presentCreatedSubscription(sub) } });
+  router.post('/webhooks', requireScope('write:webhooks'), requireBody, jsonBody, requireDecodedBody, async (req, res) => {
+    const input = parseCreateSubscription(req.body);
+    const sub = await createSubscription(deps.db, authOf(res).accountId, input);
+    res.status(201).json({
+      data: {
+        subscription: { id: sub.id, url: sub.url, events: sub.events, secret: sub.secret, createdAt: sub.createdAt.toISOString() },
+      },
+    });
   });
   router.get('/webhooks', requireScope('read:webhooks'), async (_req, res) => {
-    const subscriptions = await accountOf(res, deps.db).webhooks.list();
-    res.json({ data: { subscriptions: subscriptions.map(presentSubscription) } });
+    // The subscriptions come as one JSON array's text from Postgres (listSubscriptionsAsJsonArray): no presenter here.
+    const subscriptions = await listSubscriptionsAsJsonArray(deps.db, authOf(res).accountId);
+    sendJsonText(res, `{"data":{"subscriptions":${subscriptions}}}`);
   });
   router.delete(
     '/webhooks/:subscriptionId',
@@ -69,7 +70,7 @@ export function webhooksRoutes(deps: { db: Db; queues: Pick<Queues, 'delivery'> 
     requireIdShape('subscriptionId', 'No webhook subscription with this id exists in your account.'),
     async (req, res) => {
       const id = String(req.params.subscriptionId);
-      await accountOf(res, deps.db).webhooks.revoke(id, deps);
+      await revokeSubscription(deps, authOf(res).accountId, id);
       res.json({ data: { deleted: true, id } });
     },
   );

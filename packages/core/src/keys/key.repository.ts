@@ -1,5 +1,5 @@
 import type { DbOrTx } from '../db/knex.js';
-import { returnedRow } from '../db/tables.js';
+import { hotRead, runHotRead } from '../db/hot-read.js';
 import { InputError, NotFoundError } from '../errors.js';
 import { newId } from '../ids.js';
 import {
@@ -55,18 +55,16 @@ export async function createApiKey(
   const account = await db('accounts').where({ id: accountId }).first('id');
   if (!account) throw new NotFoundError(`account ${accountId} does not exist`);
   const key = generateApiKey();
-  const row = returnedRow(
-    await db('api_keys')
-      .insert({
-        id: newId('key'),
-        account_id: accountId,
-        name,
-        key_hash: hashApiKey(key),
-        prefix: key.slice(0, KEY_DISPLAY_LENGTH),
-        scopes: serializeScopes(scopes),
-      })
-      .returning(['id', 'prefix', 'created_at']),
-  );
+  const [row] = await db('api_keys')
+    .insert({
+      id: newId('key'),
+      account_id: accountId,
+      name,
+      key_hash: hashApiKey(key),
+      prefix: key.slice(0, KEY_DISPLAY_LENGTH),
+      scopes: serializeScopes(scopes),
+    })
+    .returning(['id', 'prefix', 'created_at']);
   return { id: row.id, key, prefix: row.prefix, name, scopes, createdAt: row.created_at };
 }
 
@@ -96,10 +94,19 @@ export async function revokeApiKey(db: DbOrTx, keyId: string): Promise<{ id: str
     .where({ id: keyId })
     .update({ revoked_at: db.raw('COALESCE(revoked_at, now())') })
     .returning(['id', 'revoked_at']);
-  // revoked_at is set by the update; a row without one is a key that does not exist.
-  if (!row?.revoked_at) throw new NotFoundError(`key ${keyId} does not exist`);
+  if (!row) throw new NotFoundError(`key ${keyId} does not exist`);
   return { id: row.id, revokedAt: row.revoked_at };
 }
+
+/** The active key whose hash matches the presented key, or undefined (unknown or revoked). */
+export async function findActiveKey(db: DbOrTx, presentedKey: string): Promise<AuthenticatedKey | undefined> {
+  return findActiveKeyByHash(db, hashApiKey(presentedKey));
+}
+
+const FIND_ACTIVE_KEY = hotRead(
+  'svc_find_active_key',
+  'SELECT id, account_id, scopes, key_hash, last_used_at FROM api_keys WHERE key_hash = ? AND revoked_at IS NULL LIMIT 1',
+);
 
 interface ActiveKeyRow {
   id: string;
@@ -109,28 +116,29 @@ interface ActiveKeyRow {
   last_used_at: Date | null;
 }
 
-/** The active key whose SHA-256 hash (hashApiKey) matches the presented key's, or undefined (unknown or revoked). */
+/**
+ * As findActiveKey, for a caller that already hashed the presented key. Run as a hot read (no
+ * knex query builder or runner): every key the API has not seen within KEY_CACHE_TTL_MS comes
+ * here, and knex's compiling and running cost more API CPU than pg's own work (bench case 1).
+ */
 export async function findActiveKeyByHash(db: DbOrTx, hash: string): Promise<AuthenticatedKey | undefined> {
-  const result = await db
-    .raw('SELECT id, account_id, scopes, key_hash, last_used_at FROM api_keys WHERE key_hash = ? AND revoked_at IS NULL LIMIT 1', [hash])
-    .options({ name: 'svc_find_active_key' });
-  const row = (result.rows as ActiveKeyRow[])[0];
+  const [row] = await runHotRead<ActiveKeyRow>(db, FIND_ACTIVE_KEY, [hash]);
   if (!row || !hashesEqual(row.key_hash, hash)) return undefined;
   return { id: row.id, accountId: row.account_id, scopes: parseScopes(row.scopes), lastUsedAt: row.last_used_at };
 }
+
+const TOUCH_API_KEY = hotRead(
+  'svc_touch_api_key',
+  // Prepared once per connection: planned each time, this one-row UPDATE spent longer being
+  // planned than running (pg_stat_statements on the bench: 221 µs planning, 162 µs executing).
+  `UPDATE api_keys SET last_used_at = CURRENT_TIMESTAMP(3)
+    WHERE id = ? AND revoked_at IS NULL AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')`,
+);
 
 /**
  * Records that a key was used, at most once a minute per key whatever the number of processes.
  * A revoked key's time is never moved: a request refused as revoked did not use it.
  */
 export async function touchApiKey(db: DbOrTx, keyId: string): Promise<void> {
-  await db
-    .raw(
-      `UPDATE api_keys SET last_used_at = CURRENT_TIMESTAMP(3)
-        WHERE id = ? AND revoked_at IS NULL AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')`,
-      [keyId],
-    )
-    // Prepared once per connection: planned each time, this one-row UPDATE spent longer being
-    // planned than running (pg_stat_statements on the bench: 221 µs planning, 162 µs executing).
-    .options({ name: 'svc_touch_api_key' });
+  await runHotRead(db, TOUCH_API_KEY, [keyId]);
 }

@@ -1,5 +1,4 @@
 import type { DbOrTx } from '../db/knex.js';
-import { returnedRow } from '../db/tables.js';
 import { ConflictError, InputError, NotFoundError } from '../errors.js';
 import { newId } from '../ids.js';
 import { parseScanCategories, parseScanTrigger, type ScanCategory, type ScanTrigger } from './scan-inputs.js';
@@ -19,7 +18,7 @@ export interface Scan {
   categories: ScanCategory[];
 }
 
-/** A `scans` row as Postgres returns it (declared to knex in db/tables.ts). */
+/** A `scans` row as Postgres returns it. */
 export interface ScanRow {
   id: string;
   site_id: string;
@@ -60,8 +59,8 @@ export async function startScan(db: DbOrTx, siteId: string, input: { trigger?: u
   const trigger = parseScanTrigger(input.trigger);
   const site = await db('sites').where({ id: siteId }).first('id');
   if (!site) throw new NotFoundError(`site ${siteId} does not exist`);
-  const row = returnedRow(await db('scans').insert({ id: newId('scan'), site_id: siteId, status: 'running', trigger }).returning('*'));
-  return toScan(row);
+  const [row] = await db('scans').insert({ id: newId('scan'), site_id: siteId, status: 'running', trigger }).returning('*');
+  return toScan(row as ScanRow);
 }
 
 /**
@@ -76,7 +75,7 @@ export async function markScanCompleted(db: DbOrTx, scanId: string, score: numbe
     .update({ status: 'completed', score, completed_at: db.fn.now(3), categories: JSON.stringify(breakdown) })
     .returning('*');
   if (!row) throw await explainNotRunning(db, scanId);
-  return toScan(row);
+  return toScan(row as ScanRow);
 }
 
 /** Moves a running scan to failed; a failed scan fires nothing and is never the latest scan. */
@@ -86,7 +85,7 @@ export async function markScanFailed(db: DbOrTx, scanId: string): Promise<Scan> 
     .update({ status: 'failed', failed_at: db.fn.now(3) })
     .returning('*');
   if (!row) throw await explainNotRunning(db, scanId);
-  return toScan(row);
+  return toScan(row as ScanRow);
 }
 
 /** Why a scan did not move from running: it does not exist, or it is in another state. */
