@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { Knex } from 'knex';
 import { createDb, createLogger, generateApiKey, hashApiKey, KEY_DISPLAY_LENGTH, newId, revokeApiKeyEverywhere, RevocationListener, type Db } from '@svc/core';
-import { holdConnections, seedAccount, seedSite, testConfig, waitFor, watchPool } from '@svc/core/testing';
+import { createIsolatedDatabase, holdConnections, seedAccount, seedSite, testConfig, waitFor, watchPool } from '@svc/core/testing';
 import { KeyCache, KnownKeys, UnknownKeyCache } from '../src/app.js';
 import { KeyLookupGate } from '../src/auth/key-lookup-gate.js';
 import { createTestApi, listen, whenRedisReady, type ListeningApi, type TestApi } from './support.js';
@@ -60,9 +60,13 @@ describe('A flood of random well-formed keys at an API that listens for key noti
   let listener: RevocationListener;
   // Entries expire at once: every request of a found key is a re-validation.
   const keyCache = new KeyCache(1);
+  // A database of its own: keys other test files create meanwhile would be announced on the
+  // shared one, and while the filter reads an announced key it looks unknown keys up.
+  let database: Awaited<ReturnType<typeof createIsolatedDatabase>>;
 
   beforeAll(async () => {
-    const config = testConfig({ DB_POOL_MAX: '8' });
+    database = await createIsolatedDatabase();
+    const config = testConfig({ DATABASE_URL: database.url, DB_POOL_MAX: '8' });
     db = createDb(config.databaseUrl, { poolMax: 8 });
     const unknownKeyCache = new UnknownKeyCache();
     knownKeys = new KnownKeys(db, createLogger('error', { silent: true }));
@@ -88,7 +92,7 @@ describe('A flood of random well-formed keys at an API that listens for key noti
       createLogger('error', { silent: true }),
     );
     await listener.start();
-    api = createTestApi({ RATE_LIMIT_PER_MINUTE: '100000', DB_POOL_MAX: '8' }, { db }, { keyCache, unknownKeyCache, knownKeys });
+    api = createTestApi({ DATABASE_URL: database.url, RATE_LIMIT_PER_MINUTE: '100000', DB_POOL_MAX: '8' }, { db }, { keyCache, unknownKeyCache, knownKeys });
     http = await listen(api);
     await whenRedisReady(api.redis);
   });
@@ -98,6 +102,7 @@ describe('A flood of random well-formed keys at an API that listens for key noti
     knownKeys.stop();
     await api.close();
     await db.destroy();
+    await database.drop();
   });
 
   it(`refuses ${FLOOD} random keys with 401 invalid_key and no Postgres lookup, while a key whose cache entry expired is answered 200 after one`, async () => {
