@@ -13,7 +13,7 @@ const JSON_UTF8 = 'application/json; charset=utf-8';
  * conditional header) is written straight to Node's response: Express's res.send parses and
  * formats the Content-Type again to add the charset, looks the type up in its MIME table, copies
  * a body of 1,000 characters or more into a Buffer, and reads each header back, ~10 µs of API
- * CPU per request on the bench (ADR 17). Anything else goes through res.send unchanged.
+ * CPU per request on the bench (ADR 12). Anything else goes through res.send unchanged.
  */
 export function sendJsonText(res: Response, json: string): void {
   const req = res.req;

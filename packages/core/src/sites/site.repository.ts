@@ -86,9 +86,9 @@ const LIST_SITES_JSON = hotRead(
 /**
  * The newest sites of one account, most recently added first (spec §4.1), as the text of the
  * JSON array the API lists: Postgres writes each site (as for the detail and the webhooks list,
- * ADR 16) and joins them into one row, so the API neither parses five columns per row into
+ * ADR 12) and joins them into one row, so the API neither parses five columns per row into
  * objects only to stringify them again nor receives and joins a row per site (bench case 1: the
- * list's API process spent 0.66 ms per request against 0.60 for the detail, ADR 20).
+ * list's API process spent 0.66 ms per request against 0.60 for the detail, ADR 12).
  */
 export async function listSitesAsJsonArray(db: DbOrTx, accountId: string, limit = SITES_LIST_LIMIT): Promise<string> {
   const [row] = await runHotRead<{ json: string }>(db, LIST_SITES_JSON, [accountId, limit]);

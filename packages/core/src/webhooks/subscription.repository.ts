@@ -50,7 +50,7 @@ export async function createSubscription(
  * The account's subscriptions, newest first (an ordered walk of webhook_subscriptions_account_idx),
  * written by Postgres as the text of the JSON array the API lists (spec §4.4): each subscription with the
  * API's keys in the API's order and JSON.stringify's bytes, joined into one row (as the site
- * list, ADR 20), so the API neither receives and joins a row per subscription nor parses any.
+ * list, ADR 12), so the API neither receives and joins a row per subscription nor parses any.
  * Each subscription is written by concatenation, not row_to_json: row_to_json looks up every
  * column's type in the catalog again on every row and builds a row value for it, which made this
  * list cost Postgres ~17 % more than the same rows as columns (docs/benchmarks.md, issue 13,
@@ -66,7 +66,7 @@ export async function createSubscription(
  * and Postgres keeps it (an ordered walk of webhook_subscriptions_account_idx, planned once per
  * connection) instead of planning every execution again. With one LIMIT the margin depended on
  * the statistics: with the bench's accounts it was a fraction of a cost unit, and the same list as
- * columns was re-planned on every execution there (ADR 16, webhooks-list-plan.test).
+ * columns was re-planned on every execution there (ADR 12, webhooks-list-plan.test).
  */
 export const LIST_SUBSCRIPTIONS_JSON_SQL = `SELECT '[' || COALESCE(string_agg(q.json, ',' ORDER BY q.created_at DESC, q.id DESC), '') || ']' AS json FROM (
        SELECT w.json, w.created_at, w.id FROM (
