@@ -1,5 +1,6 @@
 import { createHmac } from 'node:crypto';
 import { describe, expect, it } from '@jest/globals';
+import { buildEventBody, eventBodySegments } from '../src/events/event-types.js';
 import { generateApiKey, hashApiKey, KEY_DISPLAY_LENGTH, KEY_PREFIX, parseScopes, serializeScopes } from '../src/keys/api-key.js';
 import { signBody, verifySignature } from '../src/signing/signature.js';
 import { normalizeDomain } from '../src/sites/domain.js';
@@ -63,4 +64,34 @@ describe('normalizeDomain', () => {
       expect(() => normalizeDomain(input)).toThrow(InputError);
     },
   );
+});
+
+describe('buildEventBody', () => {
+  it('serializes { event, timestamp, data } with exactly the §6.1 fields and scores as numbers', () => {
+    const at = new Date('2026-11-21T02:00:00.000Z');
+    const extra = { scanId: 's', siteId: 'x', domain: 'd.example', score: 87.5, secret: 'leak' };
+
+    const body = JSON.parse(buildEventBody('scan.completed', at, extra));
+
+    expect(body).toEqual({
+      event: 'scan.completed',
+      timestamp: '2026-11-21T02:00:00.000Z',
+      data: { scanId: 's', siteId: 'x', domain: 'd.example', score: 87.5 },
+    });
+  });
+});
+
+describe('eventBodySegments', () => {
+  it('joined with the values JSON-encoded, gives exactly JSON.stringify of the envelope, whatever the data holds', () => {
+    const at = new Date('2026-11-21T02:00:00.123Z');
+    const data = { runId: 'run_1', siteId: 'site "1"', domain: 'caf\u00e9.example\n☃', compositeScore: 72.25 };
+
+    const segments = eventBodySegments('ai_check.completed', data, ['siteId', 'domain']);
+    const values: Record<string, string> = { timestamp: at.toISOString(), siteId: data.siteId, domain: data.domain };
+    const joined = segments.map((s) => (typeof s === 'string' ? s : JSON.stringify(values[s.field]))).join('');
+
+    expect(segments.filter((s) => typeof s !== 'string')).toEqual([{ field: 'timestamp' }, { field: 'siteId' }, { field: 'domain' }]);
+    expect(joined).toBe(JSON.stringify({ event: 'ai_check.completed', timestamp: at.toISOString(), data }));
+    expect(joined).toBe(buildEventBody('ai_check.completed', at, data));
+  });
 });

@@ -127,12 +127,3 @@ export async function waitForQueueEvent(
     `BullMQ to report ${event} for job ${jobId}`,
   );
 }
-
-/**
- * An event body as spec §2.5 and §6.1 shape it, written independently of the service's code:
- * `{"event":…,"timestamp":…,"data":{…}}`, compact, the timestamp as toISOString writes it (ms, Z),
- * the data's keys in the order the caller lists them (§6.1's).
- */
-export function specEnvelope(event: string, timestamp: Date, data: Record<string, string | number>): string {
-  return JSON.stringify({ event, timestamp: timestamp.toISOString(), data });
-}

@@ -14,26 +14,46 @@ export interface FirstAttempt {
 export const PRODUCER_FAN_OUT_MAX = 100;
 
 /**
- * The subscriptions an event goes to, for producers and the fan-out job alike: the account's
- * active ones whose events hold its type or `*`. A condition over `s` (webhook_subscriptions).
+ * The fan-out of a producer's statement (ADR 11): the same rows fanOutEventsInPages makes — one
+ * pending delivery per active subscription of the account whose events hold the event's type or
+ * `*`, due now — made in the transaction that records the facts and their events, so the first
+ * attempts can be queued right after the commit instead of one job and one transaction later.
+ * An event fans out there only when its account has at most PRODUCER_FAN_OUT_MAX matching
+ * subscriptions; a wider one is left to the dispatcher's fan-out job.
+ *
+ * `targetsCte` comes before the events' CTE and reads `from`, a CTE already defined with one row
+ * per event (`ev_id`, `account_id`); `fannedOutSql(evId)` is that event's fanned_out_at (over
+ * `clock.now`); `createdCte` comes after the CTE `event` (`id`, `fanned_out_at`);
+ * `firstAttemptsSql(event)` is the JSON array of one event's first attempts (`first_attempts`).
+ * `evTypeSql` is each event's type, over `from` (a text column).
  */
-export function matchingSubscriptionsSql(accountIdSql: string, typeSql: string): string {
-  return `s.account_id = ${accountIdSql} AND s.status = 'active' AND (s.events @> ARRAY[${typeSql}] OR s.events @> ARRAY['*'])`;
-}
-
-/**
- * The one INSERT of first deliveries, for producers and the fan-out job alike: one pending
- * delivery, due now, per (event_id, subscription_id) row of `pairsSql`. Every unique index is an
- * arbiter (the conflict target is left open): a pair already delivered (a fan-out run again, or
- * racing a redelivery, whose row is the one pending per event and subscription) is skipped, not
- * an error. Returns the deliveries made (`id`, `event_id`, `subscription_id`).
- */
-export function insertDeliveriesSql(pairsSql: string): string {
-  return `INSERT INTO deliveries (id, event_id, subscription_id, status, attempt_count, next_attempt_at)
-    SELECT 'dlv_' || replace(gen_random_uuid()::text, '-', ''), pair.event_id, pair.subscription_id, 'pending', 0, clock_timestamp()
-      FROM (${pairsSql}) AS pair (event_id, subscription_id)
-    ON CONFLICT DO NOTHING
-    RETURNING id, event_id, subscription_id`;
+export function producerFanOutSql(from: string, evTypeSql: string): {
+  targetsCte: string;
+  fannedOutSql: (evIdSql: string) => string;
+  createdCte: string;
+  firstAttemptsSql: (eventAlias: string) => string;
+  bindings: { fanOutMax: number };
+} {
+  return {
+    targetsCte: `targets AS (
+       SELECT ${from}.ev_id, t.id FROM ${from} CROSS JOIN LATERAL (
+         SELECT s.id FROM webhook_subscriptions s
+          WHERE s.account_id = ${from}.account_id AND s.status = 'active' AND (s.events @> ARRAY[${evTypeSql}] OR s.events @> ARRAY['*'])
+          LIMIT :fanOutMax + 1
+       ) t
+     )`,
+    fannedOutSql: (evIdSql) => `CASE WHEN (SELECT count(*) FROM targets WHERE targets.ev_id = ${evIdSql}) <= :fanOutMax THEN clock.now END`,
+    createdCte: `created AS (
+       INSERT INTO deliveries (id, event_id, subscription_id, status, attempt_count, next_attempt_at)
+       SELECT 'dlv_' || replace(gen_random_uuid()::text, '-', ''), event.id, targets.id, 'pending', 0, clock_timestamp()
+         FROM event JOIN targets ON targets.ev_id = event.id
+        WHERE event.fanned_out_at IS NOT NULL
+       RETURNING id, event_id, subscription_id
+     )`,
+    firstAttemptsSql: (eventAlias) =>
+      `(SELECT coalesce(json_agg(json_build_array(created.id, created.subscription_id)), '[]') FROM created WHERE created.event_id = ${eventAlias}.id) AS first_attempts`,
+    bindings: { fanOutMax: PRODUCER_FAN_OUT_MAX },
+  };
 }
 
 /** What a producer's statement fanned out: the first attempts to queue, and whether it fanned out at all. */
@@ -117,14 +137,19 @@ const FAN_OUT_PAGE_SQL = `
            fanned_out_at IS DISTINCT FROM created_at AS by_dispatcher
       FROM events WHERE id = :eventId
   ), targets AS (
-    SELECT s.id FROM ev JOIN webhook_subscriptions s ON ${matchingSubscriptionsSql('ev.account_id', 'ev.type')}
-     WHERE ev.fanning AND s.id > :afterId
+    SELECT s.id FROM ev JOIN webhook_subscriptions s ON s.account_id = ev.account_id
+     WHERE ev.fanning AND s.status = 'active' AND (s.events @> ARRAY[ev.type] OR s.events @> ARRAY['*'])
+       AND s.id > :afterId
      ORDER BY s.id
      LIMIT :pageSize::int + 1
   ), page AS (
     SELECT id FROM targets ORDER BY id LIMIT :pageSize::int
   ), created AS (
-    ${insertDeliveriesSql('SELECT ev.id, page.id FROM ev CROSS JOIN page')}
+    INSERT INTO deliveries (id, event_id, subscription_id, status, attempt_count, next_attempt_at)
+    SELECT 'dlv_' || replace(gen_random_uuid()::text, '-', ''), ev.id, page.id, 'pending', 0, clock_timestamp()
+      FROM ev CROSS JOIN page
+    ON CONFLICT DO NOTHING
+    RETURNING id, subscription_id
   ), earlier AS (
     -- The page's range of the event's first deliveries: one range of deliveries_first_delivery_idx
     -- (the LIMIT keeps the status test out of the scan, so no plan reads a backlog of pending ones).
@@ -198,7 +223,7 @@ async function fanOutEventInPages(
 ): Promise<void> {
   let afterId = '';
   for (;;) {
-    const row = (await db.raw(FAN_OUT_PAGE_SQL, { eventId, afterId, pageSize }).options({ name: 'svc_fan_out_page_v2' })).rows[0] as FanningRow;
+    const row = (await db.raw(FAN_OUT_PAGE_SQL, { eventId, afterId, pageSize }).options({ name: 'svc_fan_out_page_v1' })).rows[0] as FanningRow;
     if (!row.found) return;
     if (!row.fanning) {
       // Fanned out already: by its producer (nothing to do), or by a dispatcher's run, perhaps one

@@ -1,6 +1,6 @@
 import type { DbOrTx } from '../db/knex.js';
 import { newId } from '../ids.js';
-import { EVENT_DATA_FIELDS, type EventDataByType, type EventField, type EventType } from './event-types.js';
+import { eventBodySegments, type EventDataByType, type EventType } from './event-types.js';
 
 export interface StoredEvent {
   id: string;
@@ -11,61 +11,58 @@ export interface StoredEvent {
 }
 
 /**
- * The database's clock for an event, read once per statement: `clock.now`. An event is dated by
- * it, never by the producer's clock — the sweep compares created_at with the database's clock, and
- * a producer whose clock runs ahead would hide a lost fan-out from it. Milliseconds, as the body
- * writes them, so the body's timestamp and the row's created_at are one instant.
+ * The `event` CTE of a producer's one statement (the fact and its event in one commit): inserts
+ * the event, its body built once, dated by the database's clock, never the producer's — the sweep
+ * compares it with the database's clock, and a producer whose clock runs ahead would hide a lost
+ * fan-out from it. Milliseconds, as the column keeps them, so the body's timestamp and the row's
+ * are one instant. `from` names what the statement selects the event's values from;
+ * `accountIdSql` and `fromDatabase` (data fields the database fills in) are SQL expressions over it;
+ * `fannedOutSql`, when the statement fans the event out itself, is its fanned_out_at (over `clock.now`).
  */
-export const CLOCK_CTE = `clock AS (SELECT date_trunc('milliseconds', clock_timestamp()) AS now)`;
-
-/** A text SQL expression as a JSON string (`"…"`, escaped as JSON.stringify escapes it). */
-export function jsonString(sqlExpr: string): string {
-  return `to_json((${sqlExpr})::text)::text`;
+export function eventInsertCte<T extends EventType>(
+  type: T,
+  data: EventDataByType[T],
+  sources: {
+    from: string;
+    accountIdSql: string;
+    fromDatabase?: Partial<Record<keyof EventDataByType[T] & string, string>>;
+    fannedOutSql?: string;
+  },
+): { eventId: string; sql: string; bindings: Record<string, unknown> } {
+  const eventId = newId('evt');
+  const fromDatabase = sources.fromDatabase ?? {};
+  const fields = Object.keys(fromDatabase) as Array<keyof EventDataByType[T] & string>;
+  const bindings: Record<string, unknown> = { evId: eventId, evType: type };
+  const body = eventBodySegments(type, data, fields)
+    .map((segment, i) => {
+      if (typeof segment === 'string') {
+        bindings[`evSeg${i}`] = segment;
+        return `:evSeg${i}::text`;
+      }
+      if (segment.field === 'timestamp') return `to_json(to_char(clock.now AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))::text`;
+      return `to_json((${fromDatabase[segment.field as keyof typeof fromDatabase] as string})::text)::text`;
+    })
+    .join(' || ');
+  const sql = `event AS (
+       INSERT INTO events (id, account_id, type, body, created_at, fanned_out_at)
+       SELECT :evId, ${sources.accountIdSql}, :evType, ${body}, clock.now, ${sources.fannedOutSql ?? 'NULL::timestamptz'}
+         FROM ${sources.from}, (SELECT date_trunc('milliseconds', clock_timestamp()) AS now) clock
+       RETURNING id, body, created_at, fanned_out_at
+     )`;
+  return { eventId, sql, bindings };
 }
 
-/** A constant as an SQL string literal. */
-function literal(text: string): string {
-  return `'${text.replace(/'/g, "''")}'`;
-}
-
-/**
- * The event body of spec §2.5 as one SQL expression, the only place an envelope is written:
- * exactly the bytes of JSON.stringify({ event, timestamp, data }) with the data fields in §6.1
- * order (EVENT_DATA_FIELDS), the timestamp `clock.now` (CLOCK_CTE must be in scope). `data` gives
- * each field's value as an SQL expression of its JSON text: jsonString(…) of a column, or a value
- * JSON-encoded by the caller (numbers are, so that they read as JavaScript writes them).
- * Postgres's own json_build_object would put spaces around every colon.
- */
-export function eventBodySql<T extends EventType>(type: T, data: Readonly<Record<EventField<T>, string>>): string {
-  const fields = EVENT_DATA_FIELDS[type] as ReadonlyArray<EventField<T>>;
-  const dataSql = fields.map((field, i) => `${literal(`${i > 0 ? ',' : ''}${JSON.stringify(field)}:`)} || ${data[field]}`).join(' || ');
-  const timestamp = jsonString(`to_char(clock.now AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`);
-  return `(${literal(`{"event":${JSON.stringify(type)},"timestamp":`)} || ${timestamp} || ',"data":{' || ${dataSql} || '}}')`;
-}
-
-/**
- * Inserts an event of an account, its body written by eventBodySql from `data` (only the §6.1
- * fields); call it inside the transaction that records the fact. Producers do not call it: their
- * statement writes the fact and the event together (producer-statements.ts).
- */
+/** Inserts an event of an account; call it inside the transaction that records the fact. */
 export async function insertEvent<T extends EventType>(
   tx: DbOrTx,
   accountId: string,
   type: T,
   data: EventDataByType[T],
 ): Promise<StoredEvent> {
-  const id = newId('evt');
-  const fields = EVENT_DATA_FIELDS[type] as ReadonlyArray<EventField<T>>;
-  const values = Object.fromEntries(fields.map((field, i) => [`evValue${i}`, JSON.stringify(data[field])]));
-  const body = eventBodySql(type, Object.fromEntries(fields.map((field, i) => [field, `:evValue${i}::text`])) as Record<EventField<T>, string>);
-  const result = await tx.raw(
-    `WITH ${CLOCK_CTE}
-     INSERT INTO events (id, account_id, type, body, created_at) SELECT :evId, :evAccountId, :evType, ${body}, clock.now FROM clock
-     RETURNING body, created_at`,
-    { evId: id, evAccountId: accountId, evType: type, ...values },
-  );
+  const event = eventInsertCte(type, data, { from: '(SELECT :accountId::text AS account_id) account', accountIdSql: 'account.account_id' });
+  const result = await tx.raw(`WITH ${event.sql} SELECT body, created_at FROM event`, { ...event.bindings, accountId });
   const row = result.rows[0] as { body: string; created_at: Date };
-  return { id, accountId, type, body: row.body, createdAt: row.created_at };
+  return { id: event.eventId, accountId, type, body: row.body, createdAt: row.created_at };
 }
 
 /** Events whose fan-out has not been recorded, oldest first, older than the grace period. */

@@ -6,16 +6,16 @@ import { assertPowerUpId, type PowerUpDeployment } from '../power-ups/deployment
 import { parseEngineScores } from '../ai-monitor/engine-scores.js';
 import { parseScanCategories } from '../scans/scan-inputs.js';
 import { assertScore, explainNotRunning, type Scan } from '../scans/scan.repository.js';
-import { producerBatchesFor, type ProducerDeps } from './producer-batches.js';
-import { aiRuns, deployments, scanCompletions, type CallIdentity, type Produced, type ProducerKind } from './producer-statements.js';
+import { producerBatchesFor, type ProducerAnswer, type ProducerDeps } from './producer-batches.js';
+import type { ProducerInput } from './producer-statements.js';
 
 export type { ProducerDeps } from './producer-batches.js';
 
 /*
  * The one producer sequence (operator contract §4): record the fact and its event in one
- * transaction — one statement per kind (producer-statements.ts), which also fans the event out —
- * then announce the event or its first attempts. Calls of one kind made together share the
- * statement and the announcement (producer-batches.ts, ADR 11); each call still answers only for itself.
+ * transaction — one statement (producer-statements.ts), which also fans the event out — then
+ * announce the event or its first attempts. Calls made together share the statement and the
+ * announcement (producer-batches.ts, ADR 11); each call still answers only for itself.
  *
  * Each call's identity (its event's and fact's ids, and the producer's idempotency key if given)
  * is fixed here, before the first try, and every try writes it: a try that follows a lost
@@ -46,9 +46,9 @@ export async function completeScan(
 ): Promise<{ scan: Scan; eventId: string }> {
   const score = assertScore(input.score);
   const categories = parseScanCategories(input.categories);
-  const produced = await submit(deps, scanCompletions, { factId: input.scanId, score, categories, ...identityOf(input) });
+  const produced = await submit(deps, { kind: 'scan', scanId: input.scanId, score, categories, ...identityOf(input) });
   if (!produced) return refuseScan(deps.db, input.scanId);
-  return { scan: produced.fact, eventId: produced.eventId };
+  return { scan: produced.fact as Scan, eventId: produced.eventId };
 }
 
 /**
@@ -61,9 +61,9 @@ export async function completeAiMonitorRun(
 ): Promise<{ run: AiMonitorRun; eventId: string }> {
   const compositeScore = assertScore(input.compositeScore, 'compositeScore');
   const engines = parseEngineScores(input.engines);
-  const produced = await submit(deps, aiRuns, { siteId: input.siteId, compositeScore, engines, factId: newId('run'), ...identityOf(input) });
+  const produced = await submit(deps, { kind: 'aiRun', siteId: input.siteId, compositeScore, engines, runId: newId('run'), ...identityOf(input) });
   if (!produced) return missingSite(input.siteId);
-  return { run: produced.fact, eventId: produced.eventId };
+  return { run: produced.fact as AiMonitorRun, eventId: produced.eventId };
 }
 
 /** Records a successful Power-Up deployment and its `power_up.deployed` event, then enqueues it. */
@@ -72,13 +72,13 @@ export async function deployPowerUp(
   input: { siteId: string; powerUpId: string } & IdempotentCall,
 ): Promise<{ deployment: PowerUpDeployment; eventId: string }> {
   const powerUpId = assertPowerUpId(input.powerUpId);
-  const produced = await submit(deps, deployments, { siteId: input.siteId, powerUpId, factId: newId('dep'), ...identityOf(input) });
+  const produced = await submit(deps, { kind: 'deployment', siteId: input.siteId, powerUpId, deploymentId: newId('dep'), ...identityOf(input) });
   if (!produced) return missingSite(input.siteId);
-  return { deployment: produced.fact, eventId: produced.eventId };
+  return { deployment: produced.fact as PowerUpDeployment, eventId: produced.eventId };
 }
 
 /** The call's event id and key, checked before anything is written. */
-function identityOf(input: IdempotentCall): Omit<CallIdentity, 'factId'> {
+function identityOf(input: IdempotentCall): { eventId: string; idempotencyKey: string | null } {
   const key = input.idempotencyKey;
   if (key !== undefined && (typeof key !== 'string' || !IDEMPOTENCY_KEY.test(key))) {
     throw new InputError('idempotencyKey must be 1 to 200 visible ASCII characters');
@@ -86,9 +86,9 @@ function identityOf(input: IdempotentCall): Omit<CallIdentity, 'factId'> {
   return { eventId: newId('evt'), idempotencyKey: key ?? null };
 }
 
-/** Submits a call to the process's batcher of its kind; its logger goes with it (not part of the batcher's key). */
-async function submit<I extends CallIdentity, F>(deps: ProducerDeps, kind: ProducerKind<I, F>, input: I): Promise<Produced<F>> {
-  const answer = await producerBatchesFor(deps, kind).submit(deps.logger ? { input, logger: deps.logger } : { input });
+/** Submits a call to the process's batches; its logger goes with it (not part of the batcher's key). */
+async function submit(deps: ProducerDeps, input: ProducerInput): Promise<Exclude<ProducerAnswer, ConflictError>> {
+  const answer = await producerBatchesFor(deps).submit(deps.logger ? { input, logger: deps.logger } : { input });
   if (answer instanceof ConflictError) throw answer;
   return answer;
 }
