@@ -71,16 +71,24 @@ describe('the fair share of a dispatcher’s attempt slots', () => {
     expect(granted).toEqual(['quiet-1', 'quiet-2']);
   });
 
-  it('shares an account’s slots among its subscriptions', async () => {
-    const { ask } = harness({ slots: 10, reserve: 2, perSubscription: 10, maxWaiting: 10 });
-    const answers: Record<string, number> = { hot: 0, cold: 0 };
-    expect(await ask('acct', 'hot')).toBe('started');
-    answers.hot = 1;
-    for (let i = 0; i < 6; i += 1) if ((await ask('acct', 'hot')) === 'started') answers.hot += 1;
-    expect(answers.hot).toBe(7);
-    // A second subscription of the same account starts at once, and the first gets no more than half meanwhile.
-    expect(await ask('acct', 'cold')).toBe('started');
-    expect(await ask('acct', 'hot')).toBe('waiting');
+  it('gives a freed slot of an account to its subscription below its part, before one that waited longer', async () => {
+    const { ask, release, granted } = harness({ slots: 4, reserve: 0, perSubscription: 4, maxWaiting: 10 });
+    for (let i = 0; i < 4; i += 1) expect(await ask('acct', 'hot', `hot-${i}`)).toBe('started');
+    expect(await ask('acct', 'hot', 'hot-late')).toBe('waiting');
+    expect(await ask('acct', 'cold', 'cold-0')).toBe('waiting');
+    granted.length = 0;
+
+    await release('hot-0');
+
+    // hot holds 3 of the 4, more than half while cold waits: cold takes the slot.
+    expect(granted).toEqual(['cold-0']);
+  });
+
+  it('leaves no slot idle while nobody else waits: a busy account takes the free ones beyond its share', async () => {
+    const { slots, ask } = harness();
+    for (let i = 0; i < 4; i += 1) expect(await ask('a', `a-${i}`)).toBe('started');
+    for (let i = 0; i < 4; i += 1) expect(await ask('b', `b-${i}`)).toBe('started');
+    expect(slots.counts()).toEqual({ inFlight: 8, waiting: 0, accounts: 2 });
   });
 
   it('sends an account past its share of the waiting room back for about as long as its attempts take', async () => {

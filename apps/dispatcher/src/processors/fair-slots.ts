@@ -6,10 +6,11 @@
  *   may also take one of `reserve` slots beyond them, so it never waits for another account's
  *   attempts to end (a receiver that hangs until the timeout holds its slot for that long): the
  *   limit grows for it;
- * - a busy account may hold at most its share: the shared slots divided among the accounts that
- *   want slots now, so a lone busy account uses all of them and a second one gets half as the
- *   first one's attempts end; within the account, each subscription that wants slots gets an
- *   equal part of the account's share, at most `perSubscription`;
+ * - while another account waits, a busy account may hold at most its share: the shared slots
+ *   divided among the accounts that want slots now, so a lone busy account uses all of them and a
+ *   second one gets half as the first one's attempts end; within the account, while another of
+ *   its subscriptions waits, each gets an equal part of the account's share; a subscription never
+ *   more than `perSubscription`. While nobody else waits, free slots are not left idle;
  * - an attempt that cannot start waits here, in the order it came, up to `maxWaiting` in all and an
  *   equal part of that per account (an account below its part takes the place of the latest
  *   attempt of one beyond it); past that its job goes back to the queue for about as long as the
@@ -136,20 +137,24 @@ export class FairSlots {
     return Math.round(ms * (1 + Math.random() / 2));
   }
 
+  /**
+   * Shares bind only when someone else waits: while no other account waits, a busy account may
+   * use every free slot, and while no other subscription of its account waits, a subscription may
+   * use up to `perSubscription`. A slot taken that way is not taken back; a freed one goes to
+   * whoever is below their share.
+   */
   private canStart(account: AccountState, subscriptionId: string): boolean {
     const { slots, reserve, perSubscription } = this.options;
+    const current = account.bySubscription.get(subscriptionId) ?? 0;
+    if (current >= perSubscription) return false;
     if (account.inFlight === 0) return this.inFlight < slots + reserve;
     if (this.inFlight >= slots) return false;
-    const accountShare = Math.ceil(slots / this.demandingAccounts());
+    const othersWait = this.waiting > account.waiting.length;
+    const accountShare = othersWait ? Math.ceil(slots / this.demandingAccounts()) : slots;
     if (account.inFlight >= accountShare) return false;
-    const current = account.bySubscription.get(subscriptionId) ?? 0;
-    if (current === 0) return true;
-    const subscriptions =
-      account.waiting.length === 0
-        ? account.bySubscription.size
-        : new Set([...account.bySubscription.keys(), ...account.waiting.map((w) => w.subscriptionId)]).size;
-    const subscriptionShare = Math.min(perSubscription, Math.ceil(accountShare / subscriptions));
-    return current < subscriptionShare;
+    if (current === 0 || !account.waiting.some((waiter) => waiter.subscriptionId !== subscriptionId)) return true;
+    const subscriptions = new Set([...account.bySubscription.keys(), ...account.waiting.map((w) => w.subscriptionId)]).size;
+    return current < Math.ceil(accountShare / subscriptions);
   }
 
   private start(accountId: string, account: AccountState, subscriptionId: string): Slot {
