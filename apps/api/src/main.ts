@@ -14,6 +14,7 @@ import {
   withApplicationName,
 } from '@svc/core';
 import { ApiMetrics, createApp, KeyCache, KnownKeys, UnknownKeyCache } from './app.js';
+import { keyNotificationEvents } from './auth/key-notifications.js';
 import { createApiServer } from './http/server.js';
 
 const config = loadConfigOrExit();
@@ -42,21 +43,7 @@ const unknownKeyCache = new UnknownKeyCache();
 const knownKeys = new KnownKeys(db, logger);
 const revocations = new RevocationListener(
   config.databaseUrl,
-  {
-    onRevoked: (keyId) => {
-      keyCache.deleteKey(keyId);
-      knownKeys.revoked(keyId);
-    },
-    onCreated: (keyId) => {
-      unknownKeyCache.clear();
-      knownKeys.created(keyId);
-    },
-    onConnectionChange: (listening) => {
-      keyCache.setTrusted(listening);
-      unknownKeyCache.clear();
-      knownKeys.listeningChanged(listening);
-    },
-  },
+  keyNotificationEvents({ keyCache, unknownKeyCache, knownKeys }),
   logger,
 );
 await revocations.start();

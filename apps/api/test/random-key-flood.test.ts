@@ -4,6 +4,7 @@ import { createDb, createLogger, generateApiKey, hashApiKey, KEY_DISPLAY_LENGTH,
 import { createIsolatedDatabase, holdConnections, seedAccount, seedSite, testConfig, waitFor, watchPool } from '@svc/core/testing';
 import { KeyCache, KnownKeys, UnknownKeyCache } from '../src/app.js';
 import { KeyLookupGate } from '../src/auth/key-lookup-gate.js';
+import { keyNotificationEvents } from '../src/auth/key-notifications.js';
 import { createTestApi, listen, whenRedisReady, type ListeningApi, type TestApi } from './support.js';
 
 const FLOOD = 200;
@@ -74,21 +75,7 @@ describe('A flood of random well-formed keys at an API that listens for key noti
     // Wired as main.ts wires them.
     listener = new RevocationListener(
       config.databaseUrl,
-      {
-        onRevoked: (keyId) => {
-          keyCache.deleteKey(keyId);
-          knownKeys.revoked(keyId);
-        },
-        onCreated: (keyId) => {
-          unknownKeyCache.clear();
-          knownKeys.created(keyId);
-        },
-        onConnectionChange: (listening) => {
-          keyCache.setTrusted(listening);
-          unknownKeyCache.clear();
-          knownKeys.listeningChanged(listening);
-        },
-      },
+      keyNotificationEvents({ keyCache, unknownKeyCache, knownKeys }),
       createLogger('error', { silent: true }),
     );
     await listener.start();
