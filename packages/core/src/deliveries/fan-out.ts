@@ -192,6 +192,14 @@ const REQUEUE_PAGE_SQL = `
          coalesce(json_agg(json_build_array(id, subscription_id)) FILTER (WHERE status = 'pending' AND attempt_count = 0), '[]') AS first_attempts
     FROM page`;
 
+/** Counts a page in the run's summary and hands it to `queuePage`. */
+async function handPage(queuePage: (page: FanOutPage) => Promise<void>, summary: FanOutSummary, page: FanOutPage): Promise<void> {
+  summary.pages += 1;
+  summary.created += page.created;
+  summary.queued += page.firstAttempts.length;
+  await queuePage(page);
+}
+
 /** Requeues, page by page, the first attempts still waiting of an event a dispatcher's run fanned out. */
 async function requeueFannedOutEvent(
   db: Db,
@@ -204,10 +212,7 @@ async function requeueFannedOutEvent(
   for (;;) {
     const row = (await db.raw(REQUEUE_PAGE_SQL, { eventId, afterId, pageSize }).options({ name: 'svc_fan_out_requeue_page_v1' })).rows[0] as RequeueRow;
     if (row.deliveries === 0 || row.last_subscription_id === null) return;
-    const firstAttempts = toFirstAttempts(row.first_attempts);
-    summary.pages += 1;
-    summary.queued += firstAttempts.length;
-    await queuePage({ eventId, created: 0, firstAttempts });
+    await handPage(queuePage, summary, { eventId, created: 0, firstAttempts: toFirstAttempts(row.first_attempts) });
     if (row.deliveries < pageSize) return;
     afterId = row.last_subscription_id;
   }
@@ -231,13 +236,7 @@ async function fanOutEventInPages(
       if (row.by_dispatcher) await requeueFannedOutEvent(db, eventId, queuePage, pageSize, summary);
       return;
     }
-    if (row.subscriptions > 0) {
-      const firstAttempts = toFirstAttempts(row.first_attempts);
-      summary.pages += 1;
-      summary.created += row.created;
-      summary.queued += firstAttempts.length;
-      await queuePage({ eventId, created: row.created, firstAttempts });
-    }
+    if (row.subscriptions > 0) await handPage(queuePage, summary, { eventId, created: row.created, firstAttempts: toFirstAttempts(row.first_attempts) });
     if (!row.more || row.last_id === null) return;
     afterId = row.last_id;
   }
