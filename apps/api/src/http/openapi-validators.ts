@@ -1,8 +1,8 @@
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import * as ajvFormats from 'ajv-formats';
-import { InvalidQueryError } from '@svc/core';
+import { InvalidQueryError, ValidationError } from '@svc/core';
 import { openApiDocument } from '../openapi/document.js';
-import type { OpenApiOperation, OpenApiParameter, OpenApiPathItem, Ref } from '../openapi/openapi-types.js';
+import { HTTPS_URL_FORMAT, type JsonSchema, type OpenApiOperation, type OpenApiParameter, type OpenApiPathItem, type Ref, type RuleExtensions } from '../openapi/openapi-types.js';
 
 // ajv-formats is CommonJS: under NodeNext its function is the namespace's `default.default`.
 const addFormats = ajvFormats.default.default;
@@ -18,10 +18,21 @@ const DOCUMENT_ID = 'urn:svc:openapi';
  */
 const ajv = new Ajv2020({ strict: true, allErrors: false });
 addFormats(ajv);
-for (const keyword of ['openapi', 'jsonSchemaDialect', 'info', 'security', 'tags', 'paths', 'webhooks', 'components']) {
+for (const keyword of ['openapi', 'jsonSchemaDialect', 'info', 'security', 'tags', 'paths', 'webhooks', 'components', 'x-error-code', 'x-rule']) {
   ajv.addKeyword({ keyword });
 }
+ajv.addFormat(HTTPS_URL_FORMAT, isHttpsUrl);
 ajv.addSchema(openApiDocument, DOCUMENT_ID, undefined, false);
+
+function isHttpsUrl(value: string): boolean {
+  if (/[\s\u0000-\u001f\u007f]/.test(value)) return false;
+  try {
+    const url = new URL(value);
+    return url.protocol === 'https:' && url.hostname !== '';
+  } catch {
+    return false;
+  }
+}
 
 /** `a/b` → `a~1b`, as a JSON pointer segment. */
 const pointerSegment = (segment: string) => segment.replaceAll('~', '~0').replaceAll('/', '~1');
@@ -31,11 +42,6 @@ export function validatorAt<T = unknown>(pointer: string): ValidateFunction<T> {
   const validate = ajv.getSchema<T>(`${DOCUMENT_ID}#${pointer}`);
   if (!validate) throw new Error(`no schema at ${pointer} in the OpenAPI document`);
   return validate;
-}
-
-/** The validator of one named schema of the document (components.schemas), e.g. for a request body or a part of one. */
-export function bodyValidator<T = unknown>(schemaName: string): ValidateFunction<T> {
-  return validatorAt<T>(`/components/schemas/${pointerSegment(schemaName)}`);
 }
 
 /** A parameter of an operation with the pointer to its schema in the document. */
@@ -54,20 +60,65 @@ function locate(entry: OpenApiParameter | Ref, inlinePointer: string): LocatedPa
   return { parameter: entry, schemaPointer: `${inlinePointer}/schema` };
 }
 
-/** The parameters of an operation (its path item's and its own), found by operationId. */
-export function operationParameters(operationId: string): LocatedParameter[] {
+/** An operation found by operationId, with its path item and the pointer to it. */
+function findOperation(operationId: string): { item: OpenApiPathItem; operation: OpenApiOperation; pointer: string } {
   for (const [path, item] of Object.entries(openApiDocument.paths as Record<string, OpenApiPathItem>)) {
     for (const method of ['get', 'post', 'put', 'patch', 'delete'] as const) {
       const operation: OpenApiOperation | undefined = item[method];
-      if (operation?.operationId !== operationId) continue;
-      const base = `/paths/${pointerSegment(path)}`;
-      return [
-        ...(item.parameters ?? []).map((p, i) => locate(p, `${base}/parameters/${i}`)),
-        ...(operation.parameters ?? []).map((p, i) => locate(p, `${base}/${method}/parameters/${i}`)),
-      ];
+      if (operation?.operationId === operationId) return { item, operation, pointer: `/paths/${pointerSegment(path)}/${method}` };
     }
   }
   throw new Error(`no operation ${operationId} in the OpenAPI document`);
+}
+
+/** The parameters of an operation (its path item's and its own), found by operationId. */
+export function operationParameters(operationId: string): LocatedParameter[] {
+  const { item, operation, pointer } = findOperation(operationId);
+  const base = pointer.slice(0, pointer.lastIndexOf('/'));
+  return [
+    ...(item.parameters ?? []).map((p, i) => locate(p, `${base}/parameters/${i}`)),
+    ...(operation.parameters ?? []).map((p, i) => locate(p, `${pointer}/parameters/${i}`)),
+  ];
+}
+
+/** A named schema of the document (components.schemas) from its $ref, with its pointer. */
+function namedSchema(entry: JsonSchema): { schema: JsonSchema & RuleExtensions; pointer: string } {
+  const name = String(entry.$ref).replace('#/components/schemas/', '');
+  const schema = openApiDocument.components.schemas[name];
+  if (!schema || !('x-error-code' in schema) || !('x-rule' in schema)) throw new Error(`schema ${String(entry.$ref)} has no x-error-code and x-rule`);
+  return { schema: schema as JsonSchema & RuleExtensions, pointer: `/components/schemas/${pointerSegment(name)}` };
+}
+
+/**
+ * The body parser of one operation, compiled from its JSON request body schema in the document:
+ * an object whose properties are each a named schema. Returns the body, or throws the
+ * ValidationError its schemas name (x-error-code, x-rule) for the first bad property in the
+ * document's order, or for a body that is not an object. Unknown properties are ignored.
+ */
+export function validateBody<T extends object>(operationId: string): (body: unknown) => T {
+  const { operation } = findOperation(operationId);
+  const content = operation.requestBody?.content as Record<string, { schema: JsonSchema }> | undefined;
+  const request = namedSchema(content?.['application/json']?.schema ?? {});
+  const required = (request.schema.required ?? []) as string[];
+  const fields = Object.entries(request.schema.properties as Record<string, JsonSchema>).map(([name, property]) => {
+    const { schema, pointer } = namedSchema(property);
+    const rule = `${name} must be ${schema['x-rule']}.`;
+    return { name, code: schema['x-error-code'], rule, required: required.includes(name), validate: validatorAt(pointer) };
+  });
+  return (body: unknown) => {
+    if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+      throw new ValidationError(request.schema['x-error-code'], `The request body must be ${request.schema['x-rule']}.`);
+    }
+    for (const field of fields) {
+      const value = Object.hasOwn(body, field.name) ? (body as Record<string, unknown>)[field.name] : undefined;
+      if (value === undefined) {
+        if (field.required) throw new ValidationError(field.code, `${field.name} is missing; ${field.rule}`);
+      } else if (!field.validate(value)) {
+        throw new ValidationError(field.code, field.rule);
+      }
+    }
+    return body as T;
+  };
 }
 
 /** Turns a query string value into what its schema types: only plain decimal integers become numbers (no `1e2`, `0x10`, ` 7`, `007`). */

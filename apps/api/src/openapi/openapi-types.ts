@@ -48,3 +48,18 @@ export interface OpenApiModule {
 
 /** `#/components/<kind>/<name>`. */
 export const ref = (kind: 'schemas' | 'responses' | 'parameters' | 'headers', name: string): Ref => ({ $ref: `#/components/${kind}/${name}` });
+
+/**
+ * Our string format for a receiver's url: the WHATWG URL parser (what the dispatcher sends to)
+ * reads it as an https URL with a host, and it holds no whitespace or control character.
+ */
+export const HTTPS_URL_FORMAT = 'https-url';
+
+/**
+ * Our extensions on a request body's schema and on each of its properties' schemas: the error
+ * code a failure answers with, and what a valid value is ("<name> must be <x-rule>.").
+ */
+export interface RuleExtensions {
+  'x-error-code': 'invalid_body' | 'invalid_url' | 'invalid_events';
+  'x-rule': string;
+}

@@ -1,6 +1,6 @@
 import { EVENT_TYPES, WILDCARD_EVENT } from '@svc/core';
 import { apiError, apiStandardResponses, apiSuccess, dataEnvelope, requiresScope } from './common.openapi.js';
-import { ref, type OpenApiModule } from './openapi-types.js';
+import { HTTPS_URL_FORMAT, ref, type OpenApiModule } from './openapi-types.js';
 
 /** Spec §4.3, §8: the longest url a subscription may have. */
 export const WEBHOOK_URL_MAX_LENGTH = 500;
@@ -18,19 +18,29 @@ export const webhooks: OpenApiModule = {
       maxLength: WEBHOOK_URL_MAX_LENGTH,
       // The host must follow the scheme at once: `https:///x` would otherwise parse with host `x`.
       pattern: '^[Hh][Tt][Tt][Pp][Ss]://[^/\\\\]',
+      format: HTTPS_URL_FORMAT,
       description: `A valid URL starting with https://, at most ${WEBHOOK_URL_MAX_LENGTH} characters.`,
+      'x-error-code': 'invalid_url',
+      'x-rule': `a valid URL starting with https:// and at most ${WEBHOOK_URL_MAX_LENGTH} characters`,
     },
     WebhookEventList: {
       type: 'array',
       minItems: 1,
       items: { type: 'string', enum: [...EVENT_TYPES, WILDCARD_EVENT] },
+      // "*" covers every event: it stands alone.
+      if: { contains: { const: WILDCARD_EVENT } },
+      then: { items: { const: WILDCARD_EVENT } },
       description: 'Event types of spec §6.1, or `["*"]` alone for every current and future type. Repeats are dropped.',
+      'x-error-code': 'invalid_events',
+      'x-rule': `a non-empty array of ${EVENT_TYPES.join(', ')}, or ["*"] alone`,
     },
     CreateWebhookRequest: {
       type: 'object',
       required: ['url', 'events'],
       properties: { url: ref('schemas', 'WebhookUrl'), events: ref('schemas', 'WebhookEventList') },
       description: 'Unknown fields are ignored.',
+      'x-error-code': 'invalid_body',
+      'x-rule': 'a JSON object with url and events',
     },
     CreatedWebhookSubscription: {
       type: 'object',

@@ -461,7 +461,10 @@ export interface components {
             /** @description The per-engine breakdown; `[]` when none was reported. */
             engines: components["schemas"]["EngineScore"][];
         };
-        /** @description A valid URL starting with https://, at most 500 characters. */
+        /**
+         * Format: https-url
+         * @description A valid URL starting with https://, at most 500 characters.
+         */
         WebhookUrl: string;
         /** @description Event types of spec §6.1, or `["*"]` alone for every current and future type. Repeats are dropped. */
         WebhookEventList: ("scan.completed" | "ai_check.completed" | "power_up.deployed" | "*")[];
