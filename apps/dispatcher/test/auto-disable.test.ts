@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { completeScan, enqueueDeliveries, insertEvent, listSubscriptions, newId } from '@svc/core';
+import { completeScan, enqueueDeliveries, insertEvent, listSubscriptionsAsJsonArray, newId } from '@svc/core';
 import { uniqueTag, waitFor } from '@svc/core/testing';
 import { createHarness, seedTenant, type Harness } from './support/harness.js';
 import {
@@ -83,7 +83,7 @@ describe('auto-disabling a subscription at failureCount 100 (spec §3.2)', () =>
     expect(await h.db('deliveries').where({ event_id: later.eventId, subscription_id: failing.id })).toEqual([]);
     expect(h.receiver.to(failPath)).toHaveLength(7);
 
-    const listed = await listSubscriptions(h.db, tenant.accountId);
+    const listed = JSON.parse(await listSubscriptionsAsJsonArray(h.db, tenant.accountId)) as Array<{ id: string; status: string; failureCount: number; url: string; lastDeliveryAt: string | null }>;
     expect(listed.find((s) => s.id === failing.id)).toMatchObject({ status: 'disabled', failureCount: 100, lastDeliveryAt: null, url: h.receiver.url(failPath) });
     expect(listed.find((s) => s.id === neighbour.id)).toMatchObject({ status: 'active', failureCount: 0 });
     expect(await subscriptionRow(h, failing.id)).toEqual(disabled);

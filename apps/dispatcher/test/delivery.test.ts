@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { completeAiMonitorRun, completeScan, deployPowerUp, listSubscriptions, verifySignature } from '@svc/core';
+import { completeAiMonitorRun, completeScan, deployPowerUp, listSubscriptionsAsJsonArray, verifySignature } from '@svc/core';
 import { waitFor } from '@svc/core/testing';
 import { createHarness, seedTenant, type Harness } from './support/harness.js';
 
@@ -47,8 +47,8 @@ describe('delivering an event to its subscribers', () => {
     expect(settled.attempt_count).toBe(1);
     const attempts = await h.db('delivery_attempts').where({ delivery_id: delivery.id });
     expect(attempts).toEqual([expect.objectContaining({ n: 1, status_code: 200, error: null })]);
-    const [listed] = await listSubscriptions(h.db, tenant.accountId);
-    expect(listed!.lastDeliveryAt).toBeInstanceOf(Date);
+    const [listed] = JSON.parse(await listSubscriptionsAsJsonArray(h.db, tenant.accountId)) as Array<{ lastDeliveryAt: string | null; failureCount: number }>;
+    expect(listed!.lastDeliveryAt).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
     expect(listed!.failureCount).toBe(0);
   });
 

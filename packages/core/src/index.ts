@@ -8,6 +8,7 @@ export * from './db/knex.js';
 export * from './db/migrate.js';
 export * from './db/pg-listener.js';
 export * from './accounts/account.repository.js';
+export * from './accounts/for-account.js';
 export * from './sites/domain.js';
 export * from './sites/site.repository.js';
 export * from './scans/scan.repository.js';

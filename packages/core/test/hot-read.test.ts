@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, it } from '@jest/globals';
-import { createDb, getSiteDetail, listSites, listSubscriptions, createSubscription, NotFoundError } from '../src/index.js';
+import { createDb, getSiteDetailAsJson, listSitesAsJsonArray, listSubscriptionsAsJsonArray, createSubscription, NotFoundError } from '../src/index.js';
 import { hotRead, isoFromJsonUtc, isoUtc, jsonUtc, runHotRead } from '../src/db/hot-read.js';
 import { seedAccount, seedSite, TEST_DATABASE_URL } from '../src/testing/index.js';
 
@@ -33,9 +33,9 @@ describe('hot reads (named statements straight on a pooled pg connection)', () =
     const { accountId } = await seedAccount(db);
     const site = await seedSite(db, accountId, { name: 'Hot' });
 
-    const details = await Promise.all(Array.from({ length: 25 }, () => getSiteDetail(db, accountId, site.id)));
+    const details = await Promise.all(Array.from({ length: 25 }, async () => JSON.parse(await getSiteDetailAsJson(db, accountId, site.id)) as { id: string; name: string }));
 
-    expect(details.every((d) => d.id === site.id && d.name === 'Hot' && d.createdAt instanceof Date)).toBe(true);
+    expect(details.every((d) => d.id === site.id && d.name === 'Hot')).toBe(true);
     expect(db.client.pool.numUsed()).toBe(0);
   });
 
@@ -55,12 +55,12 @@ describe('hot reads (named statements straight on a pooled pg connection)', () =
     const seen = await db.transaction(async (trx) => {
       await createSubscription(trx, accountId, { url: 'https://example.com/hook', events: ['scan.completed'] });
       await trx('sites').insert({ id: `site_hot_${accountId}`, account_id: accountId, domain: 'hot.example.com', name: null, status: 'active' });
-      return { subscriptions: await listSubscriptions(trx, accountId), sites: await listSites(trx, accountId) };
+      return { subscriptions: JSON.parse(await listSubscriptionsAsJsonArray(trx, accountId)) as unknown[], sites: JSON.parse(await listSitesAsJsonArray(trx, accountId)) as Array<{ domain: string }> };
     });
 
     expect(seen.subscriptions).toHaveLength(1);
     expect(seen.sites.map((s) => s.domain)).toEqual(['hot.example.com']);
-    expect(await listSubscriptions(db, accountId)).toHaveLength(1);
+    expect(JSON.parse(await listSubscriptionsAsJsonArray(db, accountId))).toHaveLength(1);
   });
 
   it('still answers not_found for another account’s site', async () => {
@@ -68,7 +68,7 @@ describe('hot reads (named statements straight on a pooled pg connection)', () =
     const other = await seedAccount(db);
     const site = await seedSite(db, owner.accountId);
 
-    await expect(getSiteDetail(db, other.accountId, site.id)).rejects.toBeInstanceOf(NotFoundError);
+    await expect(getSiteDetailAsJson(db, other.accountId, site.id)).rejects.toBeInstanceOf(NotFoundError);
     expect(db.client.pool.numUsed()).toBe(0);
   });
 });

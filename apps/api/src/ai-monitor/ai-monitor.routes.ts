@@ -1,6 +1,6 @@
 import { Router } from 'express';
-import { getLatestAiMonitorRun, type AiMonitorRun, type Db } from '@svc/core';
-import { authOf, requireScope } from '../auth/authenticate.js';
+import type { AiMonitorRun, Db } from '@svc/core';
+import { accountOf, requireScope } from '../auth/authenticate.js';
 import { requireIdShape } from '../http/path-params.js';
 
 function presentRun(run: AiMonitorRun) {
@@ -21,7 +21,7 @@ export function aiMonitorRoutes(deps: { db: Db }, router: Router = Router()): Ro
     requireScope('read:ai-monitor'),
     requireIdShape('siteId', 'No site with this id exists in your account.'),
     async (req, res) => {
-      const run = await getLatestAiMonitorRun(deps.db, authOf(res).accountId, String(req.params.siteId));
+      const run = await accountOf(res, deps.db).aiMonitor.latestRun(String(req.params.siteId));
       res.json({ data: { run: run && presentRun(run) } });
     },
   );

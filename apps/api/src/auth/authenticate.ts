@@ -1,12 +1,14 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import {
   findActiveKeyByHash,
+  forAccount,
   hashApiKey,
   InsufficientScopeError,
   InvalidKeyError,
   isWellFormedApiKey,
   RateLimitedError,
   UnauthorizedError,
+  type AccountRepositories,
   type AuthenticatedKey,
   type Db,
   type Scope,
@@ -42,6 +44,11 @@ export function authOf(res: Response): AuthenticatedKey {
   const auth = res.locals.auth as AuthenticatedKey | undefined;
   if (!auth) throw new Error('route mounted without authenticate()');
   return auth;
+}
+
+/** The repositories of the account whose key authenticated this request: the one way a handler reaches data. */
+export function accountOf(res: Response, db: Db): AccountRepositories {
+  return forAccount(db, authOf(res).accountId);
 }
 
 /**

@@ -1,13 +1,6 @@
 import { Router } from 'express';
-import {
-  findSubscriptionDelivery,
-  listSubscriptionDeliveries,
-  redeliverSubscriptionDelivery,
-  type Db,
-  type Logger,
-  type Queues,
-} from '@svc/core';
-import { authOf, requireScope } from '../auth/authenticate.js';
+import type { Db, Logger, Queues } from '@svc/core';
+import { accountOf, requireScope } from '../auth/authenticate.js';
 import { requireIdShape } from '../http/path-params.js';
 import { decodeDeliveryCursor, encodeDeliveryCursor } from './delivery-cursor.js';
 import { presentDelivery, presentDeliveryDetail } from './deliveries.presenter.js';
@@ -29,7 +22,7 @@ export function deliveriesRoutes(
 
   router.get('/webhooks/:subscriptionId/deliveries', requireScope('read:webhooks'), subscriptionId, async (req, res) => {
     const query = parseDeliveryListQuery(req.query);
-    const page = await listSubscriptionDeliveries(deps.db, authOf(res).accountId, String(req.params.subscriptionId), {
+    const page = await accountOf(res, deps.db).deliveries.list(String(req.params.subscriptionId), {
       limit: query.limit,
       after: query.cursor === undefined ? undefined : decodeDeliveryCursor(query.cursor),
       status: query.status,
@@ -45,12 +38,7 @@ export function deliveriesRoutes(
     subscriptionId,
     deliveryId,
     async (req, res) => {
-      const delivery = await findSubscriptionDelivery(
-        deps.db,
-        authOf(res).accountId,
-        String(req.params.subscriptionId),
-        String(req.params.deliveryId),
-      );
+      const delivery = await accountOf(res, deps.db).deliveries.get(String(req.params.subscriptionId), String(req.params.deliveryId));
       res.json({ data: { delivery: presentDeliveryDetail(delivery) } });
     },
   );
@@ -61,12 +49,7 @@ export function deliveriesRoutes(
     subscriptionId,
     deliveryId,
     async (req, res) => {
-      const { delivery } = await redeliverSubscriptionDelivery(
-        deps,
-        authOf(res).accountId,
-        String(req.params.subscriptionId),
-        String(req.params.deliveryId),
-      );
+      const { delivery } = await accountOf(res, deps.db).deliveries.redeliver(String(req.params.subscriptionId), String(req.params.deliveryId), deps);
       res.status(202).json({ data: { delivery: presentDelivery(delivery) } });
     },
   );

@@ -1,6 +1,6 @@
 import { Router } from 'express';
-import { getScan, listScanHistory, type Db, type HistoryScan, type Scan } from '@svc/core';
-import { authOf, requireScope } from '../auth/authenticate.js';
+import type { Db, HistoryScan, Scan } from '@svc/core';
+import { accountOf, requireScope } from '../auth/authenticate.js';
 import { validateQuery } from '../http/openapi-validators.js';
 import { requireIdShape } from '../http/path-params.js';
 import { decodeHistoryCursor, encodeHistoryCursor } from './history-cursor.js';
@@ -44,7 +44,7 @@ export function scansRoutes(deps: { db: Db }, router: Router = Router()): Router
       const query = parseHistoryQuery(req.query);
       const after = query.cursor === undefined ? undefined : decodeHistoryCursor(query.cursor);
       const since = query.since === undefined ? undefined : new Date(query.since);
-      const page = await listScanHistory(deps.db, authOf(res).accountId, String(req.params.siteId), {
+      const page = await accountOf(res, deps.db).scans.history(String(req.params.siteId), {
         limit: query.limit,
         ...(since ? { since } : {}),
         ...(after ? { after } : {}),
@@ -57,7 +57,7 @@ export function scansRoutes(deps: { db: Db }, router: Router = Router()): Router
     requireScope('read:scans'),
     requireIdShape('scanId', 'No scan with this id exists in your account.'),
     async (req, res) => {
-      const scan = await getScan(deps.db, authOf(res).accountId, String(req.params.scanId));
+      const scan = await accountOf(res, deps.db).scans.get(String(req.params.scanId));
       res.json({ data: { scan: presentScan(scan) } });
     },
   );

@@ -1,13 +1,6 @@
 import express, { Router, type NextFunction, type Request, type Response } from 'express';
-import {
-  createSubscription,
-  listSubscriptionsAsJsonArray,
-  revokeSubscription,
-  ValidationError,
-  type Db,
-  type Queues,
-} from '@svc/core';
-import { authOf, requireScope } from '../auth/authenticate.js';
+import { ValidationError, type Db, type Queues } from '@svc/core';
+import { accountOf, requireScope } from '../auth/authenticate.js';
 import { sendJsonText } from '../http/json-text.js';
 import { requireIdShape } from '../http/path-params.js';
 import { validateBody } from '../http/openapi-validators.js';
@@ -48,7 +41,7 @@ export function webhooksRoutes(deps: { db: Db; queues: Pick<Queues, 'delivery'> 
   router.post('/webhooks', requireScope('write:webhooks'), jsonBody, requireDecodedBody, async (req, res) => {
     const { url, events } = parseCreateSubscription(req.body);
     // Repeats are dropped (the document says so); the rules are the document's.
-    const sub = await createSubscription(deps.db, authOf(res).accountId, { url, events: [...new Set(events)] });
+    const sub = await accountOf(res, deps.db).webhooks.create({ url, events: [...new Set(events)] });
     res.status(201).json({
       data: {
         subscription: { id: sub.id, url: sub.url, events: sub.events, secret: sub.secret, createdAt: sub.createdAt.toISOString() },
@@ -56,8 +49,8 @@ export function webhooksRoutes(deps: { db: Db; queues: Pick<Queues, 'delivery'> 
     });
   });
   router.get('/webhooks', requireScope('read:webhooks'), async (_req, res) => {
-    // The subscriptions come as one JSON array's text from Postgres (listSubscriptionsAsJsonArray): no presenter here.
-    const subscriptions = await listSubscriptionsAsJsonArray(deps.db, authOf(res).accountId);
+    // The JSON text comes from Postgres (ADR 12): no presenter here.
+    const subscriptions = await accountOf(res, deps.db).webhooks.listJson();
     sendJsonText(res, `{"data":{"subscriptions":${subscriptions}}}`);
   });
   router.delete(
@@ -66,7 +59,7 @@ export function webhooksRoutes(deps: { db: Db; queues: Pick<Queues, 'delivery'> 
     requireIdShape('subscriptionId', 'No webhook subscription with this id exists in your account.'),
     async (req, res) => {
       const id = String(req.params.subscriptionId);
-      await revokeSubscription(deps, authOf(res).accountId, id);
+      await accountOf(res, deps.db).webhooks.revoke(id, deps);
       res.json({ data: { deleted: true, id } });
     },
   );

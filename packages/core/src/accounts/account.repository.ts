@@ -1,4 +1,5 @@
 import type { DbOrTx } from '../db/knex.js';
+import { returnedRow } from '../db/tables.js';
 import { InputError } from '../errors.js';
 import { newId } from '../ids.js';
 
@@ -12,12 +13,6 @@ export interface Account {
 export async function createAccount(db: DbOrTx, input: { name: string }): Promise<Account> {
   const name = input.name.trim();
   if (!name || name.length > 200) throw new InputError('account name must be 1-200 characters');
-  const [row] = await db('accounts').insert({ id: newId('acct'), name }).returning(['id', 'name', 'created_at']);
+  const row = returnedRow(await db('accounts').insert({ id: newId('acct'), name }).returning(['id', 'name', 'created_at']));
   return { id: row.id, name: row.name, createdAt: row.created_at };
-}
-
-/** True when the account exists. */
-export async function accountExists(db: DbOrTx, accountId: string): Promise<boolean> {
-  const row = await db('accounts').where({ id: accountId }).first('id');
-  return row !== undefined;
 }

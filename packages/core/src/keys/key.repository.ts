@@ -1,5 +1,6 @@
 import type { DbOrTx } from '../db/knex.js';
 import { hotRead, runHotRead } from '../db/hot-read.js';
+import { returnedRow } from '../db/tables.js';
 import { InputError, NotFoundError } from '../errors.js';
 import { newId } from '../ids.js';
 import {
@@ -55,16 +56,18 @@ export async function createApiKey(
   const account = await db('accounts').where({ id: accountId }).first('id');
   if (!account) throw new NotFoundError(`account ${accountId} does not exist`);
   const key = generateApiKey();
-  const [row] = await db('api_keys')
-    .insert({
-      id: newId('key'),
-      account_id: accountId,
-      name,
-      key_hash: hashApiKey(key),
-      prefix: key.slice(0, KEY_DISPLAY_LENGTH),
-      scopes: serializeScopes(scopes),
-    })
-    .returning(['id', 'prefix', 'created_at']);
+  const row = returnedRow(
+    await db('api_keys')
+      .insert({
+        id: newId('key'),
+        account_id: accountId,
+        name,
+        key_hash: hashApiKey(key),
+        prefix: key.slice(0, KEY_DISPLAY_LENGTH),
+        scopes: serializeScopes(scopes),
+      })
+      .returning(['id', 'prefix', 'created_at']),
+  );
   return { id: row.id, key, prefix: row.prefix, name, scopes, createdAt: row.created_at };
 }
 
@@ -94,13 +97,9 @@ export async function revokeApiKey(db: DbOrTx, keyId: string): Promise<{ id: str
     .where({ id: keyId })
     .update({ revoked_at: db.raw('COALESCE(revoked_at, now())') })
     .returning(['id', 'revoked_at']);
-  if (!row) throw new NotFoundError(`key ${keyId} does not exist`);
+  // revoked_at is set by the update; a row without one is a key that does not exist.
+  if (!row?.revoked_at) throw new NotFoundError(`key ${keyId} does not exist`);
   return { id: row.id, revokedAt: row.revoked_at };
-}
-
-/** The active key whose hash matches the presented key, or undefined (unknown or revoked). */
-export async function findActiveKey(db: DbOrTx, presentedKey: string): Promise<AuthenticatedKey | undefined> {
-  return findActiveKeyByHash(db, hashApiKey(presentedKey));
 }
 
 const FIND_ACTIVE_KEY = hotRead(
@@ -116,11 +115,7 @@ interface ActiveKeyRow {
   last_used_at: Date | null;
 }
 
-/**
- * As findActiveKey, for a caller that already hashed the presented key. Run as a hot read (no
- * knex query builder or runner): every key the API has not seen within KEY_CACHE_TTL_MS comes
- * here, and knex's compiling and running cost more API CPU than pg's own work (bench case 1).
- */
+/** The active key whose SHA-256 hash (hashApiKey) matches the presented key's, or undefined (unknown or revoked). */
 export async function findActiveKeyByHash(db: DbOrTx, hash: string): Promise<AuthenticatedKey | undefined> {
   const [row] = await runHotRead<ActiveKeyRow>(db, FIND_ACTIVE_KEY, [hash]);
   if (!row || !hashesEqual(row.key_hash, hash)) return undefined;

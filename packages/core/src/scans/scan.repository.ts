@@ -1,4 +1,5 @@
 import type { DbOrTx } from '../db/knex.js';
+import { returnedRow } from '../db/tables.js';
 import { ConflictError, InputError, NotFoundError } from '../errors.js';
 import { newId } from '../ids.js';
 import { parseScanCategories, parseScanTrigger, type ScanCategory, type ScanTrigger } from './scan-inputs.js';
@@ -18,7 +19,7 @@ export interface Scan {
   categories: ScanCategory[];
 }
 
-/** A `scans` row as Postgres returns it. */
+/** A `scans` row as Postgres returns it (declared to knex in db/tables.ts). */
 export interface ScanRow {
   id: string;
   site_id: string;
@@ -59,8 +60,8 @@ export async function startScan(db: DbOrTx, siteId: string, input: { trigger?: u
   const trigger = parseScanTrigger(input.trigger);
   const site = await db('sites').where({ id: siteId }).first('id');
   if (!site) throw new NotFoundError(`site ${siteId} does not exist`);
-  const [row] = await db('scans').insert({ id: newId('scan'), site_id: siteId, status: 'running', trigger }).returning('*');
-  return toScan(row as ScanRow);
+  const row = returnedRow(await db('scans').insert({ id: newId('scan'), site_id: siteId, status: 'running', trigger }).returning('*'));
+  return toScan(row);
 }
 
 /**
@@ -75,7 +76,7 @@ export async function markScanCompleted(db: DbOrTx, scanId: string, score: numbe
     .update({ status: 'completed', score, completed_at: db.fn.now(3), categories: JSON.stringify(breakdown) })
     .returning('*');
   if (!row) throw await explainNotRunning(db, scanId);
-  return toScan(row as ScanRow);
+  return toScan(row);
 }
 
 /** Moves a running scan to failed; a failed scan fires nothing and is never the latest scan. */
@@ -85,7 +86,7 @@ export async function markScanFailed(db: DbOrTx, scanId: string): Promise<Scan> 
     .update({ status: 'failed', failed_at: db.fn.now(3) })
     .returning('*');
   if (!row) throw await explainNotRunning(db, scanId);
-  return toScan(row as ScanRow);
+  return toScan(row);
 }
 
 /** Why a scan did not move from running: it does not exist, or it is in another state. */

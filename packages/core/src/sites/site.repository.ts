@@ -1,4 +1,5 @@
 import type { DbOrTx } from '../db/knex.js';
+import type { SiteRow } from '../db/tables.js';
 import { InputError, NotFoundError } from '../errors.js';
 import { hotRead, isoUtc, runHotRead } from '../db/hot-read.js';
 import { newId } from '../ids.js';
@@ -18,28 +19,11 @@ export interface SiteSummary {
   createdAt: Date;
 }
 
-export interface LatestScan {
-  id: string;
-  score: number;
-  status: 'completed';
-  completedAt: Date;
-}
-
-export interface SiteDetail extends SiteSummary {
-  latestScan: LatestScan | null;
-}
-
-interface SiteRow {
-  id: string;
-  domain: string;
-  name: string | null;
-  status: SiteStatus;
-  created_at: Date;
-}
+type SiteSummaryRow = Pick<SiteRow, (typeof SUMMARY_COLUMNS)[number]>;
 
 const SUMMARY_COLUMNS = ['id', 'domain', 'name', 'status', 'created_at'] as const;
 
-function toSummary(row: SiteRow): SiteSummary {
+function toSummary(row: SiteSummaryRow): SiteSummary {
   return { id: row.id, domain: row.domain, name: row.name, status: row.status, createdAt: row.created_at };
 }
 
@@ -49,8 +33,8 @@ export async function createSite(
   accountId: string,
   input: { domain: string; name?: string | null; status?: string },
 ): Promise<SiteSummary> {
-  const status = input.status ?? 'active';
-  if (!SITE_STATUSES.includes(status as SiteStatus)) {
+  const status = (input.status ?? 'active') as SiteStatus;
+  if (!SITE_STATUSES.includes(status)) {
     throw new InputError(`status must be one of ${SITE_STATUSES.join(', ')}`);
   }
   const domain = normalizeDomain(input.domain);
@@ -63,73 +47,26 @@ export async function createSite(
     .ignore()
     .returning([...SUMMARY_COLUMNS]);
   if (!row) throw new InputError(`the account already has a site with domain ${domain}`);
-  return toSummary(row as SiteRow);
+  return toSummary(row);
 }
 
 const LIST_SITES_JSON = hotRead(
   'svc_list_sites_json',
-  // Served by sites_account_created_idx in order: only `limit` index entries are read, never
-  // sorted by the scan (the aggregate's ORDER BY sorts the ≤ 100 rows it is given, which is what
-  // guarantees the order). Each site is written as the API lists it (spec §4.1: id, domain, name,
-  // status, createdAt; to_json escapes as JSON.stringify does; a site without a name is null).
-  `SELECT '[' || COALESCE(string_agg(json, ',' ORDER BY created_at DESC, id DESC), '') || ']' AS json
-     FROM (SELECT created_at, id,
-                  '{"id":' || to_json(id)::text || ',"domain":' || to_json(domain)::text
-                  || ',"name":' || COALESCE(to_json(name)::text, 'null') || ',"status":' || to_json(status)::text
-                  || ',"createdAt":"' || ${isoUtc('created_at')} || '"}' AS json
-             FROM sites
-            WHERE account_id = ?
-            ORDER BY created_at DESC, id DESC
-            LIMIT ?) AS listed`,
+  // An ordered walk of sites_account_created_idx reading `limit` entries; the aggregate's ORDER BY
+  // is what guarantees the order. Each site is the API's object (spec §4.1), as for the detail.
+  `SELECT '[' || COALESCE(string_agg(site.json, ',' ORDER BY s.created_at DESC, s.id DESC), '') || ']' AS json
+     FROM (SELECT * FROM sites WHERE account_id = ? ORDER BY created_at DESC, id DESC LIMIT ?) s
+     CROSS JOIN LATERAL (SELECT row_to_json(r)::text AS json
+                           FROM (SELECT s.id, s.domain, s.name, s.status, ${isoUtc('s.created_at')} AS "createdAt") r) site`,
 );
 
 /**
  * The newest sites of one account, most recently added first (spec §4.1), as the text of the
- * JSON array the API lists: Postgres writes each site (as for the detail and the webhooks list,
- * ADR 12) and joins them into one row, so the API neither parses five columns per row into
- * objects only to stringify them again nor receives and joins a row per site (bench case 1: the
- * list's API process spent 0.66 ms per request against 0.60 for the detail, ADR 12).
+ * JSON array the API lists, written by Postgres (ADR 12).
  */
 export async function listSitesAsJsonArray(db: DbOrTx, accountId: string, limit = SITES_LIST_LIMIT): Promise<string> {
   const [row] = await runHotRead<{ json: string }>(db, LIST_SITES_JSON, [accountId, limit]);
   return row!.json;
-}
-
-/** The newest sites of one account, most recently added first (spec §4.1), as objects. */
-export async function listSites(db: DbOrTx, accountId: string, limit = SITES_LIST_LIMIT): Promise<SiteSummary[]> {
-  const listed = JSON.parse(await listSitesAsJsonArray(db, accountId, limit)) as Array<Omit<SiteSummary, 'createdAt'> & { createdAt: string }>;
-  return listed.map((site) => ({ ...site, createdAt: new Date(site.createdAt) }));
-}
-
-const SITE_DETAIL = hotRead(
-  'svc_site_detail',
-  `SELECT s.id, s.domain, s.name, s.status, s.created_at,
-          l.id AS scan_id, l.score AS scan_score, l.completed_at AS scan_completed_at
-     FROM sites s
-     LEFT JOIN LATERAL (
-       SELECT c.id, c.score, c.completed_at FROM scans c
-        WHERE c.site_id = s.id AND c.status = 'completed'
-        ORDER BY c.completed_at DESC, c.id DESC
-        LIMIT 1
-     ) l ON true
-    WHERE s.id = ? AND s.account_id = ?`,
-);
-
-interface SiteDetailRow extends SiteRow {
-  scan_id: string | null;
-  scan_score: number | null;
-  scan_completed_at: Date | null;
-}
-
-/** One site of one account with its latest completed scan; NotFoundError for any other id. */
-export async function getSiteDetail(db: DbOrTx, accountId: string, siteId: string): Promise<SiteDetail> {
-  const [row] = await runHotRead<SiteDetailRow>(db, SITE_DETAIL, [siteId, accountId]);
-  if (!row) throw new NotFoundError('No site with this id exists in your account.');
-  const latestScan: LatestScan | null =
-    row.scan_id === null
-      ? null
-      : { id: row.scan_id, score: Number(row.scan_score), status: 'completed', completedAt: row.scan_completed_at as Date };
-  return { ...toSummary(row), latestScan };
 }
 
 const SITE_DETAIL_JSON = hotRead(
@@ -155,18 +92,11 @@ const SITE_DETAIL_JSON = hotRead(
 /**
  * One site of one account with its latest completed scan, as the JSON text of the API's site
  * object (times as ISO 8601 text, latestScan null when no scan completed); NotFoundError for any
- * other id. The same values as getSiteDetail, with one difference of form only: a score in
- * exponent form is written as Postgres writes floats (1e-07 where JSON.stringify writes 1e-7,
+ * other id. A score in exponent form is written as Postgres writes floats (1e-07 where JSON.stringify writes 1e-7,
  * 1e+15 where it writes 1000000000000000, -0 where it writes 0): the same JSON numbers.
  */
 export async function getSiteDetailAsJson(db: DbOrTx, accountId: string, siteId: string): Promise<string> {
   const [row] = await runHotRead<{ site_json: string }>(db, SITE_DETAIL_JSON, [siteId, accountId]);
   if (!row) throw new NotFoundError('No site with this id exists in your account.');
   return row.site_json;
-}
-
-/** The site with its account, for producers and operators that start from a site id. */
-export async function findSiteById(db: DbOrTx, siteId: string): Promise<(SiteSummary & { accountId: string }) | undefined> {
-  const row = await db('sites').where({ id: siteId }).first([...SUMMARY_COLUMNS, 'account_id']);
-  return row ? { ...toSummary(row as SiteRow), accountId: row.account_id } : undefined;
 }

@@ -1,4 +1,5 @@
 import type { DbOrTx } from '../db/knex.js';
+import { returnedRow } from '../db/tables.js';
 import { NotFoundError } from '../errors.js';
 import { hotRead, isoUtc, runHotRead } from '../db/hot-read.js';
 import { newId, randomHex } from '../ids.js';
@@ -18,98 +19,40 @@ export interface CreatedSubscription {
   createdAt: Date;
 }
 
-export interface SubscriptionListing {
-  id: string;
-  url: string;
-  events: string[];
-  status: SubscriptionStatus;
-  createdAt: Date;
-  lastDeliveryAt: Date | null;
-  failureCount: number;
-}
-
 /** Creates a subscription with a fresh CSPRNG secret; the only time the secret leaves the database. */
 export async function createSubscription(
   db: DbOrTx,
   accountId: string,
   input: { url: string; events: readonly string[] },
 ): Promise<CreatedSubscription> {
-  const [row] = await db('webhook_subscriptions')
-    .insert({
-      id: newId('wh'),
-      account_id: accountId,
-      url: input.url,
-      events: [...input.events],
-      secret: randomHex(SECRET_BYTES),
-    })
-    .returning(['id', 'url', 'events', 'secret', 'created_at']);
+  const row = returnedRow(
+    await db('webhook_subscriptions')
+      .insert({ id: newId('wh'), account_id: accountId, url: input.url, events: [...input.events], secret: randomHex(SECRET_BYTES) })
+      .returning(['id', 'url', 'events', 'secret', 'created_at']),
+  );
   return { id: row.id, url: row.url, events: row.events, secret: row.secret, createdAt: row.created_at };
 }
 
-/**
- * The account's subscriptions, newest first (an ordered walk of webhook_subscriptions_account_idx),
- * written by Postgres as the text of the JSON array the API lists (spec §4.4): each subscription with the
- * API's keys in the API's order and JSON.stringify's bytes, joined into one row (as the site
- * list, ADR 12), so the API neither receives and joins a row per subscription nor parses any.
- * Each subscription is written by concatenation, not row_to_json: row_to_json looks up every
- * column's type in the catalog again on every row and builds a row value for it, which made this
- * list cost Postgres ~17 % more than the same rows as columns (docs/benchmarks.md, issue 13,
- * webhooks list). Only the values that can hold any text go through a JSON writer: the id and
- * the url through to_json, the events through array_to_json (the same escapes as row_to_json);
- * the times are to_char's digits, failure_count an integer, and status one of the three words its
- * CHECK constraint allows, so they are written as they are. The aggregate's ORDER BY is what
- * guarantees the order; it is given rows the index walk already ordered.
- *
- * Both LIMITs are bound to NULL, which is LIMIT ALL: every subscription is listed. They are
- * there for the planner: the generic plan of the prepared statement, which cannot see the NULL,
- * counts 10 % of the account's rows per LIMIT, so with two it costs far less than any custom plan
- * and Postgres keeps it (an ordered walk of webhook_subscriptions_account_idx, planned once per
- * connection) instead of planning every execution again. With one LIMIT the margin depended on
- * the statistics: with the bench's accounts it was a fraction of a cost unit, and the same list as
- * columns was re-planned on every execution there (ADR 12, webhooks-list-plan.test).
- */
-export const LIST_SUBSCRIPTIONS_JSON_SQL = `SELECT '[' || COALESCE(string_agg(q.json, ',' ORDER BY q.created_at DESC, q.id DESC), '') || ']' AS json FROM (
-       SELECT w.json, w.created_at, w.id FROM (
-         SELECT '{"id":' || to_json(s.id)::text || ',"url":' || to_json(s.url)::text
-                || ',"events":' || array_to_json(s.events)::text
-                || ',"createdAt":"' || ${isoUtc('s.created_at')}
-                || '","lastDeliveryAt":' || COALESCE('"' || ${isoUtc('s.last_delivery_at')} || '"', 'null')
-                || ',"failureCount":' || s.failure_count::text
-                || ',"status":"' || s.status || '"}' AS json,
-                s.created_at, s.id
-           FROM webhook_subscriptions s
-          WHERE s.account_id = ? AND s.status IN ('active', 'disabled')
-          ORDER BY s.created_at DESC, s.id DESC
-          LIMIT ?
-       ) w
-      ORDER BY w.created_at DESC, w.id DESC
-      LIMIT ?
-     ) q`;
-
-const LIST_SUBSCRIPTIONS_JSON = hotRead('svc_list_subscriptions_json', LIST_SUBSCRIPTIONS_JSON_SQL);
+const LIST_SUBSCRIPTIONS_JSON = hotRead(
+  'svc_list_subscriptions_json',
+  // An ordered walk of webhook_subscriptions_account_idx; the aggregate's ORDER BY is what
+  // guarantees the order. Each subscription is the API's object (spec §4.4), never the secret.
+  `SELECT '[' || COALESCE(string_agg(sub.json, ',' ORDER BY s.created_at DESC, s.id DESC), '') || ']' AS json
+     FROM webhook_subscriptions s
+     CROSS JOIN LATERAL (SELECT row_to_json(r)::text AS json
+                           FROM (SELECT s.id, s.url, s.events, ${isoUtc('s.created_at')} AS "createdAt",
+                                        ${isoUtc('s.last_delivery_at')} AS "lastDeliveryAt",
+                                        s.failure_count AS "failureCount", s.status) r) sub
+    WHERE s.account_id = ? AND s.status IN ('active', 'disabled')`,
+);
 
 /**
- * Every subscription of the account, newest first, auto-disabled ones included, never the
- * secret, as the text of the JSON array the API lists (`[]` when there is none).
+ * Every subscription of the account, newest first, auto-disabled ones included, as the text of
+ * the JSON array the API lists (`[]` when there is none), written by Postgres (ADR 12).
  */
 export async function listSubscriptionsAsJsonArray(db: DbOrTx, accountId: string): Promise<string> {
-  const [row] = await runHotRead<{ json: string }>(db, LIST_SUBSCRIPTIONS_JSON, [accountId, null, null]);
+  const [row] = await runHotRead<{ json: string }>(db, LIST_SUBSCRIPTIONS_JSON, [accountId]);
   return row!.json;
-}
-
-/**
- * Every subscription of the account, newest first, auto-disabled ones included, never the
- * secret, as objects: the same statement as the API's list, parsed (as listSites does).
- */
-export async function listSubscriptions(db: DbOrTx, accountId: string): Promise<SubscriptionListing[]> {
-  const listed = JSON.parse(await listSubscriptionsAsJsonArray(db, accountId)) as Array<
-    Omit<SubscriptionListing, 'createdAt' | 'lastDeliveryAt'> & { createdAt: string; lastDeliveryAt: string | null }
-  >;
-  return listed.map((sub) => ({
-    ...sub,
-    createdAt: new Date(sub.createdAt),
-    lastDeliveryAt: sub.lastDeliveryAt === null ? null : new Date(sub.lastDeliveryAt),
-  }));
 }
 
 /**

@@ -1,0 +1,53 @@
+import type { Db } from '../db/knex.js';
+import type { Logger } from '../logger.js';
+import type { Queues } from '../queues/queues.js';
+import { getLatestAiMonitorRun } from '../ai-monitor/ai-run.repository.js';
+import { findSubscriptionDelivery, listSubscriptionDeliveries, type DeliveryPageQuery } from '../deliveries/delivery-history.repository.js';
+import { redeliverSubscriptionDelivery } from '../deliveries/redeliver.js';
+import { getScan, listScanHistory, type HistoryQuery } from '../scans/scan-history.repository.js';
+import { getSiteDetailAsJson, listSitesAsJsonArray } from '../sites/site.repository.js';
+import { revokeSubscription } from '../webhooks/revoke-subscription.js';
+import { createSubscription, listSubscriptionsAsJsonArray } from '../webhooks/subscription.repository.js';
+
+/** What the account's writes that queue jobs need beside the database. */
+export interface AccountQueueDeps {
+  queues: Pick<Queues, 'delivery'>;
+  logger?: Pick<Logger, 'warn'>;
+}
+
+/**
+ * The repositories of one account: every read and write the API makes, each bound to the
+ * account, so a handler cannot reach another account's rows by forgetting a condition.
+ */
+export function forAccount(db: Db, accountId: string) {
+  return {
+    sites: {
+      /** The JSON array's text, written by Postgres (ADR 12). */
+      listJson: () => listSitesAsJsonArray(db, accountId),
+      /** The site object's JSON text, written by Postgres (ADR 12). */
+      getJson: (siteId: string) => getSiteDetailAsJson(db, accountId, siteId),
+    },
+    scans: {
+      history: (siteId: string, query: HistoryQuery) => listScanHistory(db, accountId, siteId, query),
+      get: (scanId: string) => getScan(db, accountId, scanId),
+    },
+    aiMonitor: {
+      latestRun: (siteId: string) => getLatestAiMonitorRun(db, accountId, siteId),
+    },
+    webhooks: {
+      create: (input: { url: string; events: readonly string[] }) => createSubscription(db, accountId, input),
+      /** The JSON array's text, written by Postgres (ADR 12). */
+      listJson: () => listSubscriptionsAsJsonArray(db, accountId),
+      revoke: (subscriptionId: string, deps: AccountQueueDeps) => revokeSubscription({ db, queues: deps.queues }, accountId, subscriptionId),
+    },
+    deliveries: {
+      list: (subscriptionId: string, query: DeliveryPageQuery) => listSubscriptionDeliveries(db, accountId, subscriptionId, query),
+      get: (subscriptionId: string, deliveryId: string) => findSubscriptionDelivery(db, accountId, subscriptionId, deliveryId),
+      redeliver: (subscriptionId: string, deliveryId: string, deps: AccountQueueDeps) =>
+        redeliverSubscriptionDelivery({ db, ...deps }, accountId, subscriptionId, deliveryId),
+    },
+  };
+}
+
+/** The account-bound repositories forAccount returns. */
+export type AccountRepositories = ReturnType<typeof forAccount>;
