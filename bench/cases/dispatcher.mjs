@@ -1,7 +1,8 @@
 // Cases 2 (throughput vs a got loop), 3 (latency at a steady rate), 4 (retry punctuality) and
 // 5 (fan-out). Events are published through the producer functions of @svc/core, exactly as
 // other services publish them; receipts are timed by the receiver process.
-import { completeAiMonitorRun, completeScan, createAccount, createSite, createSubscription, deployPowerUp, enqueueDeliveries, newId } from '@svc/core';
+import { completeAiMonitorRun, completeScan, deployPowerUp, enqueueDeliveries, newId } from '@svc/core';
+import { createAccount, createSite, createSubscription } from '@svc/core/operator';
 import { cpuDelta, cpuSnapshot, machineDelta, machineSnapshot } from '../lib/cpu.mjs';
 import { describe, nowMs, sleep } from '../lib/stats.mjs';
 

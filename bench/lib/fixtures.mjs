@@ -1,21 +1,8 @@
 // The benchmark's own database (never the dev `svc` nor the test `svc_test`) and its data:
 // small things through the @svc/core functions an operator's `svc` command uses, bulk things
 // (10,000 sites, thousands of keys, 1,000 subscriptions) through plain SQL inserts.
-import {
-  createAccount,
-  createApiKey,
-  createSite,
-  createSubscription,
-  generateApiKey,
-  hashApiKey,
-  KEY_DISPLAY_LENGTH,
-  markScanCompleted,
-  dropDatabase,
-  migrateToLatest,
-  newId,
-  randomHex,
-  startScan,
-} from '@svc/core';
+import { generateApiKey, hashApiKey, KEY_DISPLAY_LENGTH, dropDatabase, migrateToLatest, newId, randomHex } from '@svc/core';
+import { createAccount, createApiKey, createSite, createSubscription, markScanCompleted, startScan } from '@svc/core/operator';
 
 /** Drops and re-creates the bench database, then applies every migration. */
 export async function resetDatabase(databaseUrl) {

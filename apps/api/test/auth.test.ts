@@ -1,7 +1,8 @@
 import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import request from 'supertest';
-import { createApiKey, createSubscription, revokeApiKey, revokeApiKeyEverywhere, type Scope } from '@svc/core';
+import { revokeApiKeyEverywhere, type Scope } from '@svc/core';
+import { createApiKey, createSubscription, revokeApiKey } from '@svc/core/operator';
 import { ALL_SCOPES, seedAccount, seedSite, waitFor } from '@svc/core/testing';
 import {
   bearer,

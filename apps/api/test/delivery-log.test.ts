@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { failDeliveryOfDisabledSubscription } from '@svc/core';
+import { failDeliveryOfDisabledSubscription } from '@svc/core/dispatcher';
 import { waitFor } from '@svc/core/testing';
 import { createHarness, HOSTILE_BODIES, waitForDelivery, type Harness } from '@svc/dispatcher/test-support';
 import { apiOn, call, deliveriesOf, fireEvent, ISO_8601, tenantWithKey, waitForRow } from './delivery-stories.js';

@@ -1,5 +1,6 @@
 import request from 'supertest';
-import { completeAiMonitorRun, createApiKey, type Scope } from '@svc/core';
+import { completeAiMonitorRun, type Scope } from '@svc/core';
+import { createApiKey } from '@svc/core/operator';
 import { uniqueTag, waitFor } from '@svc/core/testing';
 import { seedTenant, type DeliveryRow, type Harness } from '@svc/dispatcher/test-support';
 import { bearer, createTestApi, type TestApi } from './support.js';

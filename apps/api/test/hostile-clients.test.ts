@@ -1,6 +1,7 @@
 import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { createSubscription, generateApiKey } from '@svc/core';
+import { generateApiKey } from '@svc/core';
+import { createSubscription } from '@svc/core/operator';
 import { seedAccount, seedSite, waitFor } from '@svc/core/testing';
 import { createTestApi, listen, rawExchange, seedLeasedDelivery, statusOf, type ListeningApi, type TestApi } from './support.js';
 

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import request from 'supertest';
-import { createApiKey, createLogger, createRedis, type Redis } from '@svc/core';
+import { createLogger, createRedis, type Redis } from '@svc/core';
+import { createApiKey } from '@svc/core/operator';
 import { seedAccount, TEST_REDIS_URL, uniqueTag, waitFor } from '@svc/core/testing';
 import { SlidingWindowLimiter } from '../src/rate-limit/sliding-window-limiter.js';
 import { bearer, createTestApi, createUnreachableRedis, whenRedisReady, type TestApi } from './support.js';

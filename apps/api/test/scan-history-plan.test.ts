@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { scanHistorySql } from '@svc/core';
+import { scanHistorySql } from '@svc/core/operator';
 import { seedAccount, seedSite } from '@svc/core/testing';
 import { createTestApi, type TestApi } from './support.js';
 

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import request from 'supertest';
-import { completeScan, markScanFailed, startScan, type Db } from '@svc/core';
+import { completeScan, type Db } from '@svc/core';
+import { markScanFailed, startScan } from '@svc/core/operator';
 import { seedAccount, seedSite } from '@svc/core/testing';
 import { bearer, createTestApi, type TestApi } from './support.js';
 

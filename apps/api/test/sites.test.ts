@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import request from 'supertest';
-import { completeScan, createSite, markScanFailed, startScan } from '@svc/core';
+import { completeScan } from '@svc/core';
+import { createSite, markScanFailed, startScan } from '@svc/core/operator';
 import { seedAccount, seedSite } from '@svc/core/testing';
 import { bearer, createTestApi, type TestApi } from './support.js';
 

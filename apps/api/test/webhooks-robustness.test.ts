@@ -1,7 +1,7 @@
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import request from 'supertest';
-import { createSubscription, markSubscriptionDeleting } from '@svc/core';
+import { createSubscription, markSubscriptionDeleting } from '@svc/core/operator';
 import { seedAccount } from '@svc/core/testing';
 import { bearer, createTestApi, listen, rawExchange, seedLeasedDelivery, statusOf, type ListeningApi, type TestApi } from './support.js';
 

@@ -1,7 +1,8 @@
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import request from 'supertest';
-import { createSubscription, deliveryJobId, enqueueDeliveries, newId } from '@svc/core';
+import { deliveryJobId, enqueueDeliveries, newId } from '@svc/core';
+import { createSubscription } from '@svc/core/operator';
 import { seedAccount } from '@svc/core/testing';
 import { bearer, createTestApi, type TestApi } from './support.js';
 

@@ -1,17 +1,5 @@
-import {
-  createDb,
-  createQueues,
-  createRedis,
-  dbBoundsOf,
-  loadConfig,
-  type Config,
-  type Db,
-  type Logger,
-  type ProducerDeps,
-  type RedeliveryDeps,
-  type Queues,
-  type Redis,
-} from '@svc/core';
+import { createDb, createQueues, createRedis, dbBoundsOf, loadConfig, type Config, type Db, type Logger, type ProducerDeps, type Queues, type Redis } from '@svc/core';
+import { type RedeliveryDeps } from '@svc/core/operator';
 import type { TextSink } from './cli-io.js';
 
 export type Env = Record<string, string | undefined>;

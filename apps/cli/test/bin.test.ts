@@ -2,7 +2,8 @@ import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from '@jest/globals';
-import { createQueues, createRedis, createSubscription, deliveryJobId } from '@svc/core';
+import { createQueues, createRedis, deliveryJobId } from '@svc/core';
+import { createSubscription } from '@svc/core/operator';
 import { seedAccount, seedSite, TEST_DATABASE_URL, TEST_REDIS_URL, uniqueTag } from '@svc/core/testing';
 import { openTestDb } from './support.js';
 

@@ -1,5 +1,6 @@
 import { afterAll, describe, expect, it } from '@jest/globals';
-import { createAccount, hashApiKey } from '@svc/core';
+import { hashApiKey } from '@svc/core';
+import { createAccount } from '@svc/core/operator';
 import { seedAccount, uniqueTag } from '@svc/core/testing';
 import { ISO_8601, openTestDb, runSvc, runSvcJson } from './support.js';
 

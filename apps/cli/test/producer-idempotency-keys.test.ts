@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, it } from '@jest/globals';
-import { startScan } from '@svc/core';
+import { startScan } from '@svc/core/operator';
 import { uniqueTag } from '@svc/core/testing';
 import { newSite, openTestDb, runSvc, runSvcJson, testEnv } from './support.js';
 

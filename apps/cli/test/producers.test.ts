@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { createSubscription, PRODUCER_FAN_OUT_MAX } from '@svc/core';
+import { createSubscription } from '@svc/core/operator';
+import { PRODUCER_FAN_OUT_MAX } from '@svc/core/dispatcher';
 import { waitFor } from '@svc/core/testing';
 import { seedTenant, type Harness } from '@svc/dispatcher/test-support';
 import {

@@ -1,4 +1,5 @@
-import { createDb, createSubscription, type Db } from '@svc/core';
+import { createDb, type Db } from '@svc/core';
+import { createSubscription } from '@svc/core/operator';
 import { seedAccount, seedSite, TEST_DATABASE_URL, TEST_REDIS_URL, uniqueTag } from '@svc/core/testing';
 import { createHarness, waitForDelivery, type DeliveryRow, type Harness } from '@svc/dispatcher/test-support';
 import { runCli } from '../src/run-cli.js';

@@ -1,19 +1,6 @@
 import { Worker } from 'bullmq';
-import {
-  ATTEMPT_LEASE_MARGIN_MS,
-  createQueues,
-  createRedis,
-  endIfNeverReady,
-  hasBeenReady,
-  DELIVERY_QUEUE,
-  FANOUT_QUEUE,
-  type Config,
-  type Db,
-  type DeliveryJob,
-  type FanoutJob,
-  type Logger,
-  type PurgeResult,
-} from '@svc/core';
+import { ATTEMPT_LEASE_MARGIN_MS, createQueues, createRedis, endIfNeverReady, hasBeenReady, DELIVERY_QUEUE, FANOUT_QUEUE, type Config, type Db, type DeliveryJob, type FanoutJob, type Logger } from '@svc/core';
+import { type PurgeResult } from '@svc/core/dispatcher';
 import { checkReadiness, type Readiness } from './health/dispatcher-health.js';
 import { DispatcherMetrics } from './metrics/dispatcher-metrics.js';
 import { RetentionPurger } from './sweeps/retention-purger.js';

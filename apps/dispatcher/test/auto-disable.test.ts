@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { completeScan, enqueueDeliveries, insertEvent, listSubscriptionsAsJsonArray, newId } from '@svc/core';
+import { completeScan, enqueueDeliveries, newId } from '@svc/core';
+import { listSubscriptionsAsJsonArray } from '@svc/core/operator';
+import { insertEvent } from '@svc/core/dispatcher';
 import { uniqueTag, waitFor } from '@svc/core/testing';
 import { createHarness, seedTenant, type Harness } from './support/harness.js';
 import {

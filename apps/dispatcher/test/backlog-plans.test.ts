@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { claimAttempts, newId, recordAttempts, type Db } from '@svc/core';
+import { newId, type Db } from '@svc/core';
+import { claimAttempts, recordAttempts } from '@svc/core/dispatcher';
 import { createHarness, seedTenant, type Harness } from './support/harness.js';
 import { fanOutCollecting } from '@svc/core/testing';
 

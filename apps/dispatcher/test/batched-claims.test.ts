@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { claimAttempts, insertEvent, newId, recordAttempts } from '@svc/core';
+import { newId } from '@svc/core';
+import { claimAttempts, insertEvent, recordAttempts } from '@svc/core/dispatcher';
 import { uniqueTag } from '@svc/core/testing';
 import { createHarness, seedTenant, type Harness } from './support/harness.js';
 

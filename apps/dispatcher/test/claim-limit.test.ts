@@ -1,17 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import {
-  claimAttempts,
-  type ClaimResult,
-  type Db,
-  completeScan,
-  createLogger,
-  insertEvent,
-  listDeliveries,
-  MAX_CLAIMS_PER_ATTEMPT,
-  newId,
-  recordAttempts,
-  unrecordedAttemptReason,
-} from '@svc/core';
+import { type Db, completeScan, createLogger, MAX_CLAIMS_PER_ATTEMPT, newId, unrecordedAttemptReason } from '@svc/core';
+import { listDeliveries } from '@svc/core/operator';
+import { claimAttempts, type ClaimResult, insertEvent, recordAttempts } from '@svc/core/dispatcher';
 import { uniqueTag, waitFor } from '@svc/core/testing';
 import { createHarness, seedTenant, type Harness } from './support/harness.js';
 import { attemptsOf, producerOf, sendCanary, subscriptionRow, waitForDelivery } from './support/delivery-probe.js';

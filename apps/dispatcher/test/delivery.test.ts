@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { completeAiMonitorRun, completeScan, deployPowerUp, listSubscriptionsAsJsonArray, verifySignature } from '@svc/core';
+import { completeAiMonitorRun, completeScan, deployPowerUp, verifySignature } from '@svc/core';
+import { listSubscriptionsAsJsonArray } from '@svc/core/operator';
 import { waitFor } from '@svc/core/testing';
 import { createHarness, seedTenant, type Harness } from './support/harness.js';
 

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { claimAttempts, createDb, recordAttempts, type AttemptOutcome, type Db } from '@svc/core';
+import { createDb, type Db } from '@svc/core';
+import { claimAttempts, recordAttempts, type AttemptOutcome } from '@svc/core/dispatcher';
 import { createIsolatedDatabase, uniqueTag } from '@svc/core/testing';
 import { createDispatcherDb } from '../src/dispatcher-db.js';
 

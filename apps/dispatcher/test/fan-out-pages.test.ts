@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { Job } from 'bullmq';
-import { insertEvent, type FanoutJob } from '@svc/core';
+import { type FanoutJob } from '@svc/core';
+import { insertEvent } from '@svc/core/dispatcher';
 import { createCapturingLogger, type LogEntry } from '@svc/core/testing';
 import { createFanoutProcessor } from '../src/processors/fanout.processor.js';
 import { createHarness, seedTenant, type Harness } from './support/harness.js';

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { completeScan, listDeliveries, RESPONSE_EXCERPT_BYTES } from '@svc/core';
+import { completeScan, RESPONSE_EXCERPT_BYTES } from '@svc/core';
+import { listDeliveries } from '@svc/core/operator';
 import { uniqueTag } from '@svc/core/testing';
 import { createHarness, seedTenant, type Harness } from './support/harness.js';
 import { producerOf, subscriptionRow, waitForDelivery } from './support/delivery-probe.js';

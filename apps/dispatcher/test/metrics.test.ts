@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { completeAiMonitorRun, createLogger, createRedis, enqueueDeliveries, insertEvent, newId, startMetricsServer, type MetricsServer } from '@svc/core';
+import { completeAiMonitorRun, createLogger, createRedis, enqueueDeliveries, newId, startMetricsServer, type MetricsServer } from '@svc/core';
+import { insertEvent } from '@svc/core/dispatcher';
 import { freePort, holdPort, httpGet, scrapeSample, uniqueTag, waitFor } from '@svc/core/testing';
 import { checkReadiness, healthRoutes } from '../src/health/dispatcher-health.js';
 import { spawnDispatcher } from './support/child-dispatcher.js';

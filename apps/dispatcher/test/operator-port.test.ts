@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { createLogger, insertEvent, newId, OPERATOR_POOL_MAX, type Db, type MetricsServer } from '@svc/core';
+import { createLogger, newId, OPERATOR_POOL_MAX, type Db, type MetricsServer } from '@svc/core';
+import { insertEvent } from '@svc/core/dispatcher';
 import { freePort, holdConnections, httpGet, nonLoopbackAddress, scrapeSample, testConfig, tryConnect, uniqueTag, waitFor, watchPool } from '@svc/core/testing';
 import { createDispatcher, type Dispatcher } from '../src/dispatcher.js';
 import { createDispatcherDb } from '../src/dispatcher-db.js';

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { buildEventBody, completeAiMonitorRun, completeScan, deliveryJobId, deployPowerUp, PRODUCER_FAN_OUT_MAX } from '@svc/core';
+import { buildEventBody, completeAiMonitorRun, completeScan, deliveryJobId, deployPowerUp } from '@svc/core';
+import { PRODUCER_FAN_OUT_MAX } from '@svc/core/dispatcher';
 import { createHarness, seedTenant, type Harness } from './support/harness.js';
 import { producerOf } from './support/delivery-probe.js';
 

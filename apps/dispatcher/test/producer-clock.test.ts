@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
-import { insertEvent } from '@svc/core';
+import { insertEvent } from '@svc/core/dispatcher';
 import { uniqueTag } from '@svc/core/testing';
 import { createHarness, seedTenant, type Harness } from './support/harness.js';
 import { waitForDelivery } from './support/delivery-probe.js';

@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
-import { completeScan, deployPowerUp, PRODUCER_FAN_OUT_MAX } from '@svc/core';
+import { completeScan, deployPowerUp } from '@svc/core';
+import { PRODUCER_FAN_OUT_MAX } from '@svc/core/dispatcher';
 import { fanOutCollecting, uniqueTag, waitFor } from '@svc/core/testing';
 import { createHarness, seedTenant, type Harness } from './support/harness.js';
 import { attemptsOf, producerOf } from './support/delivery-probe.js';

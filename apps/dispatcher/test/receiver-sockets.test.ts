@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { completeScan, createSubscription } from '@svc/core';
+import { completeScan } from '@svc/core';
+import { createSubscription } from '@svc/core/operator';
 import { uniqueTag, waitFor } from '@svc/core/testing';
 import { createHarness, seedTenant, type Harness } from './support/harness.js';
 import { producerOf, waitForDelivery } from './support/delivery-probe.js';

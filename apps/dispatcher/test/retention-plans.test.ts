@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { purgeExpiredHistory, type Db } from '@svc/core';
+import { type Db } from '@svc/core';
+import { purgeExpiredHistory } from '@svc/core/dispatcher';
 import { createHarness, seedTenant, type Harness } from './support/harness.js';
 
 /**

@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { createDb, insertEvent, newId, purgeExpiredHistory, redeliverSubscriptionDelivery, type Db } from '@svc/core';
+import { createDb, newId, type Db } from '@svc/core';
+import { redeliverSubscriptionDelivery } from '@svc/core/operator';
+import { insertEvent, purgeExpiredHistory } from '@svc/core/dispatcher';
 import { uniqueTag, waitFor } from '@svc/core/testing';
 import { createHarness, seedTenant, type Harness } from './support/harness.js';
 

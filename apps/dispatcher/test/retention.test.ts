@@ -1,14 +1,6 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
-import {
-  completeAiMonitorRun,
-  createDb,
-  createLogger,
-  deployPowerUp,
-  insertEvent,
-  newId,
-  purgeExpiredHistory,
-  RETENTION_LOCK_KEY,
-} from '@svc/core';
+import { completeAiMonitorRun, createDb, createLogger, deployPowerUp, newId } from '@svc/core';
+import { insertEvent, purgeExpiredHistory, RETENTION_LOCK_KEY } from '@svc/core/dispatcher';
 import { createCapturingLogger, scrapeSample, uniqueTag, waitFor } from '@svc/core/testing';
 import { DispatcherMetrics } from '../src/metrics/dispatcher-metrics.js';
 import { RetentionPurger } from '../src/sweeps/retention-purger.js';

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { completeAiMonitorRun, deliveryJobId, revokeSubscription } from '@svc/core';
+import { completeAiMonitorRun, deliveryJobId } from '@svc/core';
+import { revokeSubscription } from '@svc/core/operator';
 import { waitFor } from '@svc/core/testing';
 import { createHarness, seedTenant, type Harness } from './support/harness.js';
 

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { completeAiMonitorRun, markSubscriptionDeleting } from '@svc/core';
+import { completeAiMonitorRun } from '@svc/core';
+import { markSubscriptionDeleting } from '@svc/core/operator';
 import { uniqueTag, waitFor } from '@svc/core/testing';
 import { createHarness, seedTenant, type Harness } from './support/harness.js';
 import { producerOf } from './support/delivery-probe.js';

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { completeAiMonitorRun, createApiKey, createSubscription } from '@svc/core';
+import { completeAiMonitorRun } from '@svc/core';
+import { createApiKey, createSubscription } from '@svc/core/operator';
 import { uniqueTag, waitFor } from '@svc/core/testing';
 import { createHarness, seedTenant, type Harness } from '@svc/dispatcher/test-support';
 import { SiteVisibilityClient, SiteVisibilityError, type Delivery } from '../src/index.js';

@@ -72,7 +72,7 @@ afterAll(async () => {
 async function subscribe(name: string, events: string[] = ['*']) {
   const tenant = await seedTenant(h);
   const path = `/hooks/${name}`;
-  const { createSubscription } = await import('@svc/core');
+  const { createSubscription } = await import('@svc/core/operator');
   const sub = await createSubscription(h.db, tenant.accountId, { url: `https://127.0.0.1:${port}${path}`, events });
   secrets.set(path, sub.secret);
   return { tenant, path, sub };

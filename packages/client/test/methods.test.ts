@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { completeAiMonitorRun, completeScan, markScanFailed, startScan } from '@svc/core';
+import { completeAiMonitorRun, completeScan } from '@svc/core';
+import { markScanFailed, startScan } from '@svc/core/operator';
 import { seedAccount, seedSite } from '@svc/core/testing';
 import { SiteVisibilityClient, SiteVisibilityError, type ScanHistoryEntry } from '../src/index.js';
 import { startApi, type ListeningApi } from './support.js';

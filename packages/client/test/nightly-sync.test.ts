@@ -5,7 +5,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { completeScan, startScan } from '@svc/core';
+import { completeScan } from '@svc/core';
+import { startScan } from '@svc/core/operator';
 import { seedAccount, seedSite } from '@svc/core/testing';
 import { startApi, type ListeningApi } from './support.js';
 

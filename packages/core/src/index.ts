@@ -1,5 +1,8 @@
+// @svc/core: what every process shares, and the one way to an account's data (forAccount).
+// Functions that act on any account's rows live behind their own entry points:
+// `@svc/core/operator` (svc, seeding, the bench) and `@svc/core/dispatcher` (claims, records,
+// fan-out, sweep, retention). apps/api imports only this one (test/entry-points.test.ts).
 export * from './config.js';
-export * from './batching/micro-batcher.js';
 export * from './logger.js';
 export * from './errors.js';
 export * from './ids.js';
@@ -7,46 +10,41 @@ export * from './redis.js';
 export * from './db/knex.js';
 export * from './db/migrate.js';
 export * from './db/pg-listener.js';
-export * from './accounts/account.repository.js';
+
+// Tenancy: the account-bound repositories, and the shapes they return.
 export * from './accounts/for-account.js';
+export type * from './accounts/account.repository.js';
+export { SITE_STATUSES, SITES_LIST_LIMIT, type SiteStatus, type SiteSummary } from './sites/site.repository.js';
+export type * from './scans/scan.repository.js';
+export { SCAN_HISTORY_MAX_LIMIT, type HistoryScan, type HistoryPosition, type HistoryQuery, type HistoryPage } from './scans/scan-history.repository.js';
+export type * from './ai-monitor/ai-run.repository.js';
+export type * from './power-ups/deployment.repository.js';
+export { AUTO_DISABLE_THRESHOLD, type CreatedSubscription, type SubscriptionStatus } from './webhooks/subscription.repository.js';
+export type * from './deliveries/delivery-history.repository.js';
+export type { Redelivery } from './deliveries/redeliver.js';
 export * from './sites/domain.js';
-export * from './sites/site.repository.js';
-export * from './scans/scan.repository.js';
 export * from './scans/scan-inputs.js';
-export * from './scans/scan-history.repository.js';
 export * from './scores/score-breakdown.js';
+export * from './ai-monitor/engine-scores.js';
+
+// Authentication: a presented key is found by its hash before any account is known.
 export * from './keys/api-key.js';
-export * from './keys/key.repository.js';
+export { findActiveKeyByHash, touchApiKey, type AuthenticatedKey } from './keys/key.repository.js';
 export * from './keys/key-revocation.js';
 export * from './keys/revocation-listener.js';
 export * from './keys/key-hash-prefixes.js';
-export * from './webhooks/subscription.repository.js';
-export * from './webhooks/revoke-subscription.js';
+
+// Events: producers call these in-process.
 export * from './events/event-types.js';
-export * from './events/event.repository.js';
-export * from './ai-monitor/ai-run.repository.js';
-export * from './ai-monitor/engine-scores.js';
-export * from './power-ups/deployment.repository.js';
 export * from './events/producers.js';
 export * from './deliveries/delivery-limits.js';
-export * from './deliveries/claim-attempt.js';
-export * from './deliveries/subscription-accounts.js';
-export * from './deliveries/record-attempt.js';
-export * from './deliveries/fan-out.js';
-export * from './deliveries/sweep.repository.js';
-export * from './deliveries/delivery-log.repository.js';
-export * from './deliveries/delivery-history.repository.js';
-// The account-scoped entry point for the API; `redeliverAnyDelivery` (operator-redeliver.js) is the
-// operator's, unscoped, used only by `svc`. The owner-agnostic `redeliver` stays inside the package.
-export { redeliverSubscriptionDelivery, type Redelivery, type RedeliveryDeps } from './deliveries/redeliver.js';
-export * from './deliveries/operator-redeliver.js';
 export * from './deliveries/response-excerpt.js';
 export * from './signing/signature.js';
 export * from './signing/signature-headers.js';
 export * from './queues/queues.js';
 export * from './queues/enqueue-after-commit.js';
+
+// Operations every process serves.
 export * from './metrics/metrics-server.js';
 export * from './metrics/operator-db.js';
 export * from './metrics/process-registry.js';
-export * from './deliveries/delivery-stats.repository.js';
-export * from './deliveries/retention.repository.js';

@@ -1,5 +1,6 @@
 import { afterAll, describe, expect, it } from '@jest/globals';
-import { createDb, getSiteDetailAsJson, listSitesAsJsonArray, listSubscriptionsAsJsonArray, createSubscription, NotFoundError } from '../src/index.js';
+import { createDb, NotFoundError } from '../src/index.js';
+import { getSiteDetailAsJson, listSitesAsJsonArray, listSubscriptionsAsJsonArray, createSubscription } from '../src/operator.js';
 import { hotRead, isoFromJsonUtc, isoUtc, jsonUtc, runHotRead } from '../src/db/hot-read.js';
 import { seedAccount, seedSite, TEST_DATABASE_URL } from '../src/testing/index.js';
 

@@ -1,5 +1,6 @@
 import { afterAll, describe, expect, it } from '@jest/globals';
-import { createDb, createSite, getSiteDetailAsJson, markScanCompleted, markScanFailed, NotFoundError, startScan } from '../src/index.js';
+import { createDb, NotFoundError } from '../src/index.js';
+import { createSite, getSiteDetailAsJson, markScanCompleted, markScanFailed, startScan } from '../src/operator.js';
 import { seedAccount, TEST_DATABASE_URL } from '../src/testing/index.js';
 
 const db = createDb(TEST_DATABASE_URL, { poolMax: 2 });

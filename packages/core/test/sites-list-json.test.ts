@@ -1,5 +1,6 @@
 import { afterAll, describe, expect, it } from '@jest/globals';
-import { createDb, listSitesAsJsonArray } from '../src/index.js';
+import { createDb } from '../src/index.js';
+import { listSitesAsJsonArray } from '../src/operator.js';
 import { seedAccount, seedSite, TEST_DATABASE_URL } from '../src/testing/index.js';
 
 const db = createDb(TEST_DATABASE_URL, { poolMax: 2 });

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { createAccount } from '@svc/core';
+import { createAccount } from '@svc/core/operator';
 import { parseText } from '../options/option-parsers.js';
 import { addLeafCommand, type CommandKit } from './command-kit.js';
 

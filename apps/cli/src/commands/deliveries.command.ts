@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { listDeliveries, redeliverAnyDelivery, type DeliveryLogEntry } from '@svc/core';
+import { listDeliveries, redeliverAnyDelivery, type DeliveryLogEntry } from '@svc/core/operator';
 import { isoDate } from '../output/command-result.js';
 import { parseText } from '../options/option-parsers.js';
 import { addLeafCommand, type CommandKit } from './command-kit.js';

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
-import { createApiKey, listApiKeys, revokeApiKeyEverywhere, SCOPES, type ApiKeyListing } from '@svc/core';
+import { revokeApiKeyEverywhere, SCOPES, type ApiKeyListing } from '@svc/core';
+import { createApiKey, listApiKeys } from '@svc/core/operator';
 import { isoDate } from '../output/command-result.js';
 import { parseScopeList, parseText } from '../options/option-parsers.js';
 import { addLeafCommand, type CommandKit } from './command-kit.js';

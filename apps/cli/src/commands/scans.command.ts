@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
-import { completeScan, markScanFailed, startScan } from '@svc/core';
+import { completeScan } from '@svc/core';
+import { markScanFailed, startScan } from '@svc/core/operator';
 import { isoDate } from '../output/command-result.js';
 import { collectNamedScore, parseScore, parseText } from '../options/option-parsers.js';
 import { addLeafCommand, type CommandKit } from './command-kit.js';

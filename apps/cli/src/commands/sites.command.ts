@@ -1,5 +1,6 @@
 import { Option, type Command } from 'commander';
-import { createSite, SITE_STATUSES } from '@svc/core';
+import { SITE_STATUSES } from '@svc/core';
+import { createSite } from '@svc/core/operator';
 import { isoDate } from '../output/command-result.js';
 import { parseText } from '../options/option-parsers.js';
 import { addLeafCommand, type CommandKit } from './command-kit.js';

@@ -1,7 +1,8 @@
 import type { Agent } from 'node:https';
 import { createSecureContext, rootCertificates } from 'node:tls';
 import got, { type Got, type RequestError } from 'got';
-import { RESPONSE_EXCERPT_BYTES, signatureHeaders, type ClaimedAttempt, type AttemptOutcome } from '@svc/core';
+import { RESPONSE_EXCERPT_BYTES, signatureHeaders } from '@svc/core';
+import { type ClaimedAttempt, type AttemptOutcome } from '@svc/core/dispatcher';
 import { BoundedAgent, liveSockets } from './bounded-agent.js';
 import { createReceiverLookup, type ReceiverLookup } from './dns-resolver.js';
 import { assertLiteralTargetAllowed, BlockedTargetError } from './ssrf-guard.js';

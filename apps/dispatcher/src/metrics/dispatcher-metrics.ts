@@ -1,5 +1,6 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
-import { countPendingDeliveries, createProcessRegistry, readWithin, type AttemptOutcome, type Db, type Queues, type RecordResult } from '@svc/core';
+import { createProcessRegistry, readWithin, type Db, type Queues } from '@svc/core';
+import { countPendingDeliveries, type AttemptOutcome, type RecordResult } from '@svc/core/dispatcher';
 
 /** What an attempt came to, as counted: one of these five, never anything a customer chose. */
 export type AttemptLabel = 'delivered' | 'retry' | 'failed' | 'blocked' | 'stale';

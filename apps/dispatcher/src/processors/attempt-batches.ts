@@ -1,15 +1,6 @@
-import {
-  claimAttempts,
-  recordAttempts,
-  type AttemptOutcome,
-  type AttemptRequest,
-  type ClaimedAttempt,
-  type ClaimResult,
-  type Db,
-  type FinishedAttempt,
-  type RecordResult,
-} from '@svc/core';
-import { MicroBatcher } from '@svc/core';
+import { type Db } from '@svc/core';
+import { claimAttempts, recordAttempts, type AttemptOutcome, type AttemptRequest, type ClaimedAttempt, type ClaimResult, type FinishedAttempt, type RecordResult } from '@svc/core/dispatcher';
+import { MicroBatcher } from '@svc/core/dispatcher';
 
 /** At most the attempts a dispatcher has in flight (DISPATCHER_CONCURRENCY) per statement. */
 const MAX_BATCH = 100;

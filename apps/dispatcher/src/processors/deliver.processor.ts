@@ -1,18 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DelayedError, type Job } from 'bullmq';
-import {
-  enqueueDeliveries,
-  failDeliveryOfDisabledSubscription,
-  MAX_ATTEMPTS,
-  removeDeliveryJobs,
-  type Db,
-  type DeliveryJob,
-  type Logger,
-  type Queues,
-  type AttemptOutcome,
-  type ClaimedAttempt,
-  type RecordResult,
-} from '@svc/core';
+import { enqueueDeliveries, MAX_ATTEMPTS, removeDeliveryJobs, type Db, type DeliveryJob, type Logger, type Queues } from '@svc/core';
+import { failDeliveryOfDisabledSubscription, type AttemptOutcome, type ClaimedAttempt, type RecordResult } from '@svc/core/dispatcher';
 import type { WebhookClient } from '../http/webhook-client.js';
 import type { AttemptBatches } from './attempt-batches.js';
 import type { DispatcherMetrics } from '../metrics/dispatcher-metrics.js';

@@ -1,6 +1,7 @@
 import type { Job } from 'bullmq';
-import { enqueueDeliveries, fanOutEventsInPages, type Db, type FanoutJob, type Logger, type Queues } from '@svc/core';
-import { MicroBatcher } from '@svc/core';
+import { enqueueDeliveries, type Db, type FanoutJob, type Logger, type Queues } from '@svc/core';
+import { fanOutEventsInPages } from '@svc/core/dispatcher';
+import { MicroBatcher } from '@svc/core/dispatcher';
 
 /**
  * Fan-out jobs picked up together are fanned out by one flush, event after event, each in pages of

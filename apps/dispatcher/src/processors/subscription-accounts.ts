@@ -1,4 +1,5 @@
-import { findSubscriptionAccounts, MicroBatcher, type Db } from '@svc/core';
+import { type Db } from '@svc/core';
+import { findSubscriptionAccounts, MicroBatcher } from '@svc/core/dispatcher';
 
 /** Subscriptions whose account this process remembers; past it the oldest are forgotten (and read again if needed). */
 const REMEMBERED = 50_000;

@@ -1,4 +1,5 @@
-import { purgeExpiredHistory, type Db, type Logger, type PurgeResult } from '@svc/core';
+import { type Db, type Logger } from '@svc/core';
+import { purgeExpiredHistory, type PurgeResult } from '@svc/core/dispatcher';
 import type { DispatcherMetrics } from '../metrics/dispatcher-metrics.js';
 
 /** How often each dispatcher tries the purge; only one at a time gets the lock. */

@@ -1,14 +1,5 @@
-import {
-  deliveryJobId,
-  fanoutJobId,
-  findEventsAwaitingFanout,
-  findOverdueDeliveries,
-  purgeAbandonedRevocations,
-  requeueUnlessLive,
-  type Db,
-  type Logger,
-  type Queues,
-} from '@svc/core';
+import { deliveryJobId, fanoutJobId, requeueUnlessLive, type Db, type Logger, type Queues } from '@svc/core';
+import { findEventsAwaitingFanout, findOverdueDeliveries, purgeAbandonedRevocations } from '@svc/core/dispatcher';
 import type { DispatcherMetrics } from '../metrics/dispatcher-metrics.js';
 
 /** A due delivery without an attempt for this long may have lost its job. */

@@ -1,17 +1,5 @@
-import {
-  createDb,
-  createLogger,
-  createQueues,
-  createRedis,
-  createSite,
-  createSubscription,
-  startScan,
-  type Config,
-  type Db,
-  type Logger,
-  type Queues,
-  type Redis,
-} from '@svc/core';
+import { createDb, createLogger, createQueues, createRedis, type Config, type Db, type Logger, type Queues, type Redis } from '@svc/core';
+import { createSite, createSubscription, startScan } from '@svc/core/operator';
 import { createIsolatedDatabase, seedAccount, testConfig, uniqueTag } from '@svc/core/testing';
 import { createDispatcher, type Dispatcher } from '../../src/dispatcher.js';
 import { makeCertificate, Receiver, type TestCertificate } from './receiver.js';
