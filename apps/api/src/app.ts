@@ -19,13 +19,14 @@ import { docsRoutes } from './openapi/docs.routes.js';
 import { openApiRoutes } from './openapi/openapi.routes.js';
 import { SlidingWindowLimiter } from './rate-limit/sliding-window-limiter.js';
 import { scansRoutes } from './scans/scans.routes.js';
+import { settingsRoutes } from './settings/settings.routes.js';
 import { sitesRoutes } from './sites/sites.routes.js';
 import { webhooksRoutes } from './webhooks/webhooks.routes.js';
 
 export { ApiMetrics, KeyCache, KnownKeys, UnknownKeyCache };
 
 export interface AppDeps {
-  config: Pick<Config, 'rateLimitPerMinute' | 'queuePrefix' | 'dbPoolMax'>;
+  config: Pick<Config, 'rateLimitPerMinute' | 'queuePrefix' | 'dbPoolMax'> & Partial<Pick<Config, 'publicBaseUrl'>>;
   db: Db;
   /** A fast-failing connection (createRedis(url, 'fast-fail')): the limiter must not wait on an outage. */
   redis: Redis;
@@ -80,7 +81,15 @@ export function createApp(deps: AppDeps): Express {
 
   const health = healthRoutes({ db: deps.probeDb ?? deps.db, redis: deps.redis, limiter });
   const description = [openApiRoutes(), docsRoutes()];
-  const routes = new RouteTemplates().add('', health).add('', description[0]!).add('', description[1]!).add('/api/v1', v1);
+  const settings = settingsRoutes({
+    db: deps.db,
+    redis: deps.redis,
+    queues: deps.queues,
+    logger: deps.logger,
+    queuePrefix: deps.config.queuePrefix,
+    publicBaseUrl: deps.config.publicBaseUrl ?? 'http://localhost',
+  });
+  const routes = new RouteTemplates().add('', health).add('', description[0]!).add('', description[1]!).add('', settings).add('/api/v1', v1);
 
   const app = express();
   app.disable('x-powered-by');
@@ -92,6 +101,7 @@ export function createApp(deps: AppDeps): Express {
   app.use('/api/v1', v1);
   app.use(health);
   app.use(description);
+  app.use(settings);
   app.use(notFound);
   app.use(errorHandler(deps.logger, metrics));
   return app;

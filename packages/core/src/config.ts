@@ -31,6 +31,8 @@ export interface Config {
   readonly metricsPort: number | undefined;
   /** Address the metrics port binds (METRICS_HOST): loopback unless the operator opens it; it has no authentication. */
   readonly metricsHost: string;
+  /** The origin customers' browsers reach the API at (PUBLIC_BASE_URL): Settings links start with it; https makes the session cookie Secure. */
+  readonly publicBaseUrl: string;
   /** Finished deliveries, their attempts and delivery-less events older than this are purged; 0 keeps them forever. */
   readonly deliveryRetentionDays: number;
   /** When set, every Redis connection finds the master through these Sentinels instead of REDIS_URL. */
@@ -179,6 +181,7 @@ export function loadConfig(env: Env = process.env): Config {
     dbLockTimeoutMs: parseInteger(env, 'DB_LOCK_TIMEOUT_MS', 5_000, 10, 3_600_000),
     metricsPort: read(env, 'METRICS_PORT', '') === '' ? undefined : parseInteger(env, 'METRICS_PORT', 0, 0, 65535),
     metricsHost: parseBindAddress(env, 'METRICS_HOST', '127.0.0.1'),
+    publicBaseUrl: parsePublicBaseUrl(env, parseInteger(env, 'PORT', 3000, 0, 65535)),
     deliveryRetentionDays: parseInteger(env, 'DELIVERY_RETENTION_DAYS', 30, 0, 36_500),
     redisSentinels: parseSentinels(env),
     redisSentinelName: parseSentinelName(env),
@@ -207,6 +210,21 @@ function parseApiServer(env: Env): ApiServerConfig {
     apiMaxConnections: parseInteger(env, 'API_MAX_CONNECTIONS', 2_000, 1, 1_000_000),
     apiMaxHeaderBytes: parseInteger(env, 'API_MAX_HEADER_BYTES', 16_384, 1_024, 1_048_576),
   };
+}
+
+/** PUBLIC_BASE_URL: an http(s) origin, nothing after the host and port; default http://localhost:$PORT. */
+function parsePublicBaseUrl(env: Env, port: number): string {
+  const raw = read(env, 'PUBLIC_BASE_URL', `http://localhost:${port}`);
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new ConfigError('PUBLIC_BASE_URL', `must be an http or https origin such as https://visibility.example.com (got "${raw}")`);
+  }
+  if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.pathname !== '/' || url.search || url.hash || url.username || url.password) {
+    throw new ConfigError('PUBLIC_BASE_URL', `must be an http or https origin with no path, query or credentials, such as https://visibility.example.com (got "${raw}")`);
+  }
+  return url.origin;
 }
 
 function parseQueuePrefix(env: Env): string {

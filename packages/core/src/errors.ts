@@ -65,6 +65,13 @@ export class PayloadTooLargeError extends DomainError {
 export class InputError extends DomainError {
   readonly code = 'invalid_input';
   readonly status = 400;
+  /** The input field the message is about, when it is about one (a form shows it beside that field). */
+  constructor(
+    message: string,
+    readonly field?: string,
+  ) {
+    super(message);
+  }
 }
 
 /** A state change that the current state does not allow (completing a failed scan, say). */
@@ -95,4 +102,28 @@ export class InvalidQueryError extends DomainError {
   ) {
     super(message);
   }
+}
+
+/** A Settings sign-in link that was never issued or was altered (401): no session. */
+export class SettingsLinkInvalidError extends DomainError {
+  readonly code = 'link_invalid';
+  readonly status = 401;
+}
+
+/** A Settings sign-in link already used or past its expiry (410): no session. */
+export class SettingsLinkGoneError extends DomainError {
+  readonly code = 'link_gone';
+  readonly status = 410;
+}
+
+/** A browser request to Settings without a live session (401). */
+export class SettingsSessionError extends DomainError {
+  readonly code = 'session_ended';
+  readonly status = 401;
+}
+
+/** A change in Settings without the session's CSRF token (403): nothing changed. */
+export class CsrfError extends DomainError {
+  readonly code = 'csrf_failed';
+  readonly status = 403;
 }

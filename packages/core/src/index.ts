@@ -33,6 +33,19 @@ export { findActiveKeyByHash, touchApiKey, type AuthenticatedKey } from './keys/
 export * from './keys/key-revocation.js';
 export * from './keys/revocation-listener.js';
 export * from './keys/key-hash-prefixes.js';
+export type { ApiKeyListing, CreatedApiKey } from './keys/key.repository.js';
+// Settings sessions: a browser's session is found by its token before any account is known.
+export {
+  exchangeSettingsLink,
+  findSettingsSession,
+  endSettingsSession,
+  settingsCsrfToken,
+  isSettingsCsrfToken,
+  SETTINGS_SESSION_IDLE_MS,
+  SETTINGS_SESSION_LIFETIME_MS,
+  SETTINGS_SIGN_IN_PATH,
+  type SettingsLink,
+} from './settings/settings-sessions.js';
 
 // Events: producers call these in-process.
 export * from './events/event-types.js';

@@ -34,14 +34,18 @@ function requireDecodedBody(_req: Request, res: Response, next: NextFunction): v
   next();
 }
 
-const parseCreateSubscription = validateBody<{ url: string; events: string[] }>('createWebhook');
+const validateCreateWebhook = validateBody<{ url: string; events: string[] }>('createWebhook');
+
+/** A new subscription's url and events by the document's rules (POST /webhooks, the Settings form); repeated events are dropped, as the document says. */
+export function parseCreateSubscription(body: unknown): { url: string; events: string[] } {
+  const { url, events } = validateCreateWebhook(body);
+  return { url, events: [...new Set(events)] };
+}
 
 /** Spec §4.3–§4.5. */
 export function webhooksRoutes(deps: { db: Db; queues: Pick<Queues, 'delivery'> }, router: Router = Router()): Router {
   router.post('/webhooks', requireScope('write:webhooks'), jsonBody, requireDecodedBody, async (req, res) => {
-    const { url, events } = parseCreateSubscription(req.body);
-    // Repeats are dropped (the document says so); the rules are the document's.
-    const sub = await accountOf(res, deps.db).webhooks.create({ url, events: [...new Set(events)] });
+    const sub = await accountOf(res, deps.db).webhooks.create(parseCreateSubscription(req.body));
     res.status(201).json({
       data: {
         subscription: { id: sub.id, url: sub.url, events: sub.events, secret: sub.secret, createdAt: sub.createdAt.toISOString() },

@@ -1,6 +1,9 @@
 import type { Db } from '../db/knex.js';
 import type { Logger } from '../logger.js';
 import type { Queues } from '../queues/queues.js';
+import type { Redis } from '../redis.js';
+import { createApiKey, listApiKeys } from '../keys/key.repository.js';
+import { revokeApiKeyEverywhere } from '../keys/key-revocation.js';
 import { getLatestAiMonitorRun } from '../ai-monitor/ai-run.repository.js';
 import { findSubscriptionDelivery, listSubscriptionDeliveries, type DeliveryPageQuery } from '../deliveries/delivery-history.repository.js';
 import { redeliverSubscriptionDelivery } from '../deliveries/redeliver.js';
@@ -8,6 +11,13 @@ import { getScan, listScanHistory, type HistoryQuery } from '../scans/scan-histo
 import { getSiteDetailAsJson, listSitesAsJsonArray } from '../sites/site.repository.js';
 import { revokeSubscription } from '../webhooks/revoke-subscription.js';
 import { createSubscription, listSubscriptionsAsJsonArray } from '../webhooks/subscription.repository.js';
+
+/** What a key's revocation needs beside the database: the Redis its announcement goes to. */
+export interface KeyRevocationDeps {
+  redis: Redis;
+  /** QUEUE_PREFIX: the API's limiter reads the revocation marker under it. */
+  prefix: string;
+}
 
 /** What the account's writes that queue jobs need beside the database. */
 export interface AccountQueueDeps {
@@ -21,6 +31,11 @@ export interface AccountQueueDeps {
  */
 export function forAccount(db: Db, accountId: string) {
   return {
+    keys: {
+      create: (input: { name: string; scopes: readonly string[] }) => createApiKey(db, accountId, input),
+      list: () => listApiKeys(db, accountId),
+      revoke: (keyId: string, deps: KeyRevocationDeps) => revokeApiKeyEverywhere({ db, ...deps }, keyId, accountId),
+    },
     sites: {
       /** The JSON array's text, written by Postgres (ADR 12). */
       listJson: () => listSitesAsJsonArray(db, accountId),

@@ -22,8 +22,9 @@ export function revokedKeyMarker(prefix: string, keyId: string): string {
 export async function revokeApiKeyEverywhere(
   deps: { db: Db; redis: Redis; prefix: string },
   keyId: string,
+  accountId?: string,
 ): Promise<{ id: string; revokedAt: Date }> {
-  const revoked = await revokeApiKey(deps.db, keyId);
+  const revoked = await revokeApiKey(deps.db, keyId, accountId);
   try {
     // A connection made for this call may still be connecting; fast-fail connections refuse until ready.
     await waitForRedisReady(deps.redis, REDIS_READY_TIMEOUT_MS);

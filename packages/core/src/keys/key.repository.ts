@@ -48,11 +48,11 @@ export async function createApiKey(
   input: { name: string; scopes: readonly string[] },
 ): Promise<CreatedApiKey> {
   const name = input.name.trim();
-  if (!name || name.length > 200) throw new InputError('key name must be 1-200 characters');
+  if (!name || name.length > 200) throw new InputError('key name must be 1-200 characters', 'name');
   const unknown = input.scopes.filter((scope) => !isScope(scope));
-  if (unknown.length) throw new InputError(`unknown scope(s): ${unknown.join(', ')}`);
+  if (unknown.length) throw new InputError(`unknown scope(s): ${unknown.join(', ')}`, 'scopes');
   const scopes = [...new Set(input.scopes)] as Scope[];
-  if (scopes.length === 0) throw new InputError('grant at least one scope');
+  if (scopes.length === 0) throw new InputError('grant at least one scope', 'scopes');
   const account = await db('accounts').where({ id: accountId }).first('id');
   if (!account) throw new NotFoundError(`account ${accountId} does not exist`);
   const key = generateApiKey();
@@ -91,10 +91,14 @@ export async function listApiKeys(db: DbOrTx, accountId: string): Promise<ApiKey
   }));
 }
 
-/** Revokes a key by its id (an operator action); revoking twice keeps the first time. */
-export async function revokeApiKey(db: DbOrTx, keyId: string): Promise<{ id: string; revokedAt: Date }> {
+/**
+ * Revokes a key by its id; revoking twice keeps the first time. With `accountId` (the owner, in
+ * Settings) another account's key is NotFoundError, as an unknown id is; without it (an operator
+ * with `svc`) any account's key.
+ */
+export async function revokeApiKey(db: DbOrTx, keyId: string, accountId?: string): Promise<{ id: string; revokedAt: Date }> {
   const [row] = await db('api_keys')
-    .where({ id: keyId })
+    .where({ id: keyId, ...(accountId === undefined ? {} : { account_id: accountId }) })
     .update({ revoked_at: db.raw('COALESCE(revoked_at, now())') })
     .returning(['id', 'revoked_at']);
   // revoked_at is set by the update; a row without one is a key that does not exist.
