@@ -7,6 +7,7 @@ import { registerAccountsCommands } from './commands/accounts.command.js';
 import { registerAiRunsCommands } from './commands/ai-runs.command.js';
 import { registerDeliveriesCommands } from './commands/deliveries.command.js';
 import { registerKeysCommands } from './commands/keys.command.js';
+import { registerPortalCommands } from './commands/portal.command.js';
 import { registerPowerUpsCommands } from './commands/power-ups.command.js';
 import { registerScansCommands } from './commands/scans.command.js';
 import { registerSitesCommands } from './commands/sites.command.js';
@@ -68,6 +69,7 @@ function buildProgram(kit: CommandKit, stdout: TextSink, stderr: TextSink): Comm
   registerAiRunsCommands(program, kit);
   registerPowerUpsCommands(program, kit);
   registerDeliveriesCommands(program, kit);
+  registerPortalCommands(program, kit);
   return program;
 }
 

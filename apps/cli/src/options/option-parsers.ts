@@ -35,3 +35,10 @@ export function collectNamedScore(value: string, previous: Array<{ name: string;
   if (at <= 0) throw new InvalidArgumentError('It must be NAME=SCORE, such as Speed=91.5.');
   return [...previous, { name: value.slice(0, at), score: parseScore(value.slice(at + 1)) }];
 }
+
+/** A whole number of seconds such as 600; no decimals, exponents, signs or blanks. Whether it is in range is core's to decide. */
+export function parseSeconds(value: string): number {
+  const trimmed = value.trim();
+  if (!/^\d{1,9}$/.test(trimmed)) throw new InvalidArgumentError('It must be a whole number of seconds such as 600.');
+  return Number(trimmed);
+}
