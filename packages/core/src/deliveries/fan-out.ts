@@ -14,6 +14,18 @@ export interface FirstAttempt {
 export const PRODUCER_FAN_OUT_MAX = 100;
 
 /**
+ * The one recipe for a first delivery: `INSERT … SELECT` of a pending delivery with attempt 0, due
+ * now, for each (event, subscription) pair `from` gives (`eventId`, `subscriptionId` are its SQL).
+ * The producer's statement and the dispatcher's fan-out page both make their rows with it.
+ */
+function insertFirstDeliveriesSql(select: { eventId: string; subscriptionId: string; from: string }, tail: string): string {
+  return `INSERT INTO deliveries (id, event_id, subscription_id, status, attempt_count, next_attempt_at)
+       SELECT 'dlv_' || replace(gen_random_uuid()::text, '-', ''), ${select.eventId}, ${select.subscriptionId}, 'pending', 0, clock_timestamp()
+         FROM ${select.from}
+       ${tail}`;
+}
+
+/**
  * The fan-out of a producer's statement (ADR 11): the same rows fanOutEventsInPages makes — one
  * pending delivery per active subscription of the account whose events hold the event's type or
  * `*`, due now — made in the transaction that records the facts and their events, so the first
@@ -44,11 +56,10 @@ export function producerFanOutSql(from: string, evTypeSql: string): {
      )`,
     fannedOutSql: (evIdSql) => `CASE WHEN (SELECT count(*) FROM targets WHERE targets.ev_id = ${evIdSql}) <= :fanOutMax THEN clock.now END`,
     createdCte: `created AS (
-       INSERT INTO deliveries (id, event_id, subscription_id, status, attempt_count, next_attempt_at)
-       SELECT 'dlv_' || replace(gen_random_uuid()::text, '-', ''), event.id, targets.id, 'pending', 0, clock_timestamp()
-         FROM event JOIN targets ON targets.ev_id = event.id
-        WHERE event.fanned_out_at IS NOT NULL
-       RETURNING id, event_id, subscription_id
+       ${insertFirstDeliveriesSql(
+         { eventId: 'event.id', subscriptionId: 'targets.id', from: 'event JOIN targets ON targets.ev_id = event.id' },
+         'WHERE event.fanned_out_at IS NOT NULL RETURNING id, event_id, subscription_id',
+       )}
      )`,
     firstAttemptsSql: (eventAlias) =>
       `(SELECT coalesce(json_agg(json_build_array(created.id, created.subscription_id)), '[]') FROM created WHERE created.event_id = ${eventAlias}.id) AS first_attempts`,
@@ -145,11 +156,7 @@ const FAN_OUT_PAGE_SQL = `
   ), page AS (
     SELECT id FROM targets ORDER BY id LIMIT :pageSize::int
   ), created AS (
-    INSERT INTO deliveries (id, event_id, subscription_id, status, attempt_count, next_attempt_at)
-    SELECT 'dlv_' || replace(gen_random_uuid()::text, '-', ''), ev.id, page.id, 'pending', 0, clock_timestamp()
-      FROM ev CROSS JOIN page
-    ON CONFLICT DO NOTHING
-    RETURNING id, subscription_id
+    ${insertFirstDeliveriesSql({ eventId: 'ev.id', subscriptionId: 'page.id', from: 'ev CROSS JOIN page' }, 'ON CONFLICT DO NOTHING RETURNING id, subscription_id')}
   ), earlier AS (
     -- The page's range of the event's first deliveries: one range of deliveries_first_delivery_idx
     -- (the LIMIT keeps the status test out of the scan, so no plan reads a backlog of pending ones).
