@@ -76,7 +76,7 @@ export function createApp(deps: AppDeps): Express {
   sitesRoutes({ db: deps.db }, v1);
   scansRoutes({ db: deps.db }, v1);
   aiMonitorRoutes({ db: deps.db }, v1);
-  webhooksRoutes({ db: deps.db, queues: deps.queues }, v1);
+  webhooksRoutes({ db: deps.db, queues: deps.queues, logger: deps.logger }, v1);
   deliveriesRoutes({ db: deps.db, queues: deps.queues, logger: deps.logger }, v1);
 
   const health = healthRoutes({ db: deps.probeDb ?? deps.db, redis: deps.redis, limiter });

@@ -33,7 +33,7 @@ describe('the OpenAPI document', () => {
     expect(() => validator.resolveRefs()).not.toThrow();
   });
 
-  it('describes the five endpoints of the spec, the three of issue 9, the three of issue 10 and the three webhook events', () => {
+  it('describes the endpoints of the spec, of the score history, of the delivery log and of webhook self-service, and the three webhook events', () => {
     const api = operations.filter(({ path }) => path.startsWith('/api/v1/')).map(({ method, path }) => `${method.toUpperCase()} ${path}`);
 
     expect(api.sort()).toEqual(
@@ -49,6 +49,9 @@ describe('the OpenAPI document', () => {
         'GET /api/v1/webhooks/{subscriptionId}/deliveries',
         'GET /api/v1/webhooks/{subscriptionId}/deliveries/{deliveryId}',
         'POST /api/v1/webhooks/{subscriptionId}/deliveries/{deliveryId}/redeliver',
+        'PATCH /api/v1/webhooks/{subscriptionId}',
+        'POST /api/v1/webhooks/{subscriptionId}/rotate-secret',
+        'POST /api/v1/webhooks/{subscriptionId}/recover',
       ].sort(),
     );
     expect(Object.keys(openApiDocument.webhooks).sort()).toEqual(['ai_check.completed', 'power_up.deployed', 'scan.completed']);

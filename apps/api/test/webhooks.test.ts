@@ -39,7 +39,7 @@ async function databaseClockPast(after: Date): Promise<void> {
 }
 
 describe('POST /api/v1/webhooks', () => {
-  it('creates a subscription: 201 with id, url, events, a 64-hex secret and createdAt, and stores it active', async () => {
+  it('creates a subscription: 201 with id, url, events, a 64-hex secret (also in whsec_ form) and createdAt, and stores it active', async () => {
     const { accountId, key } = await seedAccount(api.db, ['write:webhooks']);
 
     const res = await post(key).send({ url: HOOK_URL, events: ['scan.completed', 'power_up.deployed'] });
@@ -53,11 +53,13 @@ describe('POST /api/v1/webhooks', () => {
           url: HOOK_URL,
           events: ['scan.completed', 'power_up.deployed'],
           secret: expect.stringMatching(/^[0-9a-f]{64}$/),
+          standardWebhooksSecret: expect.stringMatching(/^whsec_[A-Za-z0-9+/]+=*$/),
           createdAt: expect.stringMatching(ISO_8601),
         },
       },
     });
     const created = res.body.data.subscription;
+    expect(Buffer.from(created.standardWebhooksSecret.slice('whsec_'.length), 'base64').toString('utf8')).toBe(created.secret);
     const rows = await storedSubscriptions(accountId);
     expect(rows).toHaveLength(1);
     expect(rows[0]).toMatchObject({

@@ -127,3 +127,33 @@ export class CsrfError extends DomainError {
   readonly code = 'csrf_failed';
   readonly status = 403;
 }
+
+/** A recovery that would send more than a call may (the message gives the count): narrow the window. */
+export class RecoveryTooLargeError extends DomainError {
+  readonly code = 'recovery_too_large';
+  readonly status = 409;
+  constructor(
+    readonly count: number,
+    readonly max: number,
+  ) {
+    super(`${count} failed deliveries are in this window; a recovery sends at most ${max}. Narrow the window with since and until.`);
+  }
+}
+
+/** An Idempotency-Key header that is not 1-255 printable ASCII characters. */
+export class InvalidIdempotencyKeyError extends DomainError {
+  readonly code = 'invalid_idempotency_key';
+  readonly status = 400;
+}
+
+/** The same Idempotency-Key sent again with another method, path or body: nothing is done. */
+export class IdempotencyKeyReusedError extends DomainError {
+  readonly code = 'idempotency_key_reused';
+  readonly status = 422;
+}
+
+/** A request with this Idempotency-Key is still being answered: try again once it has been. */
+export class IdempotencyKeyInUseError extends DomainError {
+  readonly code = 'idempotency_key_in_use';
+  readonly status = 409;
+}

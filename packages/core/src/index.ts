@@ -19,7 +19,17 @@ export type * from './scans/scan.repository.js';
 export { SCAN_HISTORY_MAX_LIMIT, type HistoryScan, type HistoryPosition, type HistoryQuery, type HistoryPage } from './scans/scan-history.repository.js';
 export type * from './ai-monitor/ai-run.repository.js';
 export type * from './power-ups/deployment.repository.js';
-export { AUTO_DISABLE_THRESHOLD, type CreatedSubscription, type SubscriptionStatus } from './webhooks/subscription.repository.js';
+export {
+  AUTO_DISABLE_THRESHOLD,
+  DEFAULT_ROTATION_OVERLAP_SECONDS,
+  MAX_ROTATION_OVERLAP_SECONDS,
+  type CreatedSubscription,
+  type RotatedSecret,
+  type SubscriptionListing,
+  type SubscriptionStatus,
+} from './webhooks/subscription.repository.js';
+export { RECOVERY_MAX, type Recovery, type RecoveryWindow } from './deliveries/recover.js';
+export { IDEMPOTENCY_KEY_TTL_SECONDS, type IdempotentStart } from './idempotency/idempotency.repository.js';
 export type * from './deliveries/delivery-history.repository.js';
 export type { Redelivery } from './deliveries/redeliver.js';
 export * from './sites/domain.js';

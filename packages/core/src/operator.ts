@@ -13,4 +13,5 @@ export * from './deliveries/delivery-log.repository.js';
 export * from './deliveries/delivery-history.repository.js';
 export { redeliverSubscriptionDelivery, type RedeliveryDeps } from './deliveries/redeliver.js';
 export * from './deliveries/operator-redeliver.js';
+export * from './deliveries/recover.js';
 export { createSettingsLink, SETTINGS_LINK_DEFAULT_TTL_SECONDS, SETTINGS_LINK_MAX_TTL_SECONDS } from './settings/settings-sessions.js';

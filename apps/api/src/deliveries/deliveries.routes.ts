@@ -1,6 +1,7 @@
 import { Router } from 'express';
 import type { Db, Logger, Queues } from '@svc/core';
 import { accountOf, requireScope } from '../auth/authenticate.js';
+import { idempotentRequest } from '../http/idempotency.js';
 import { requireIdShape } from '../http/path-params.js';
 import { decodeDeliveryCursor, encodeDeliveryCursor } from './delivery-cursor.js';
 import { presentDelivery, presentDeliveryDetail } from './deliveries.presenter.js';
@@ -19,6 +20,7 @@ export function deliveriesRoutes(
 ): Router {
   const subscriptionId = requireIdShape('subscriptionId', NO_SUBSCRIPTION);
   const deliveryId = requireIdShape('deliveryId', NO_DELIVERY);
+  const idempotent = idempotentRequest(deps);
 
   router.get('/webhooks/:subscriptionId/deliveries', requireScope('read:webhooks'), subscriptionId, async (req, res) => {
     const query = parseDeliveryListQuery(req.query);
@@ -48,6 +50,7 @@ export function deliveriesRoutes(
     requireScope('write:webhooks'),
     subscriptionId,
     deliveryId,
+    idempotent,
     async (req, res) => {
       const { delivery } = await accountOf(res, deps.db).deliveries.redeliver(String(req.params.subscriptionId), String(req.params.deliveryId), deps);
       res.status(202).json({ data: { delivery: presentDelivery(delivery) } });

@@ -18,7 +18,7 @@ const DOCUMENT_ID = 'urn:svc:openapi';
  */
 const ajv = new Ajv2020({ strict: true, allErrors: false });
 addFormats(ajv);
-for (const keyword of ['openapi', 'jsonSchemaDialect', 'info', 'security', 'tags', 'paths', 'webhooks', 'components', 'x-error-code', 'x-rule']) {
+for (const keyword of ['openapi', 'jsonSchemaDialect', 'info', 'security', 'tags', 'paths', 'webhooks', 'components', 'x-error-code', 'x-rule', 'x-at-least-one']) {
   ajv.addKeyword({ keyword });
 }
 ajv.addFormat(HTTPS_URL_FORMAT, isHttpsUrl);
@@ -109,13 +109,17 @@ export function validateBody<T extends object>(operationId: string): (body: unkn
     if (typeof body !== 'object' || body === null || Array.isArray(body)) {
       throw new ValidationError(request.schema['x-error-code'], `The request body must be ${request.schema['x-rule']}.`);
     }
+    let given = 0;
     for (const field of fields) {
       const value = Object.hasOwn(body, field.name) ? (body as Record<string, unknown>)[field.name] : undefined;
       if (value === undefined) {
         if (field.required) throw new ValidationError(field.code, `${field.name} is missing; ${field.rule}`);
       } else if (!field.validate(value)) {
         throw new ValidationError(field.code, field.rule);
-      }
+      } else given += 1;
+    }
+    if (request.schema['x-at-least-one'] === true && given === 0) {
+      throw new ValidationError(request.schema['x-error-code'], `The request body must be ${request.schema['x-rule']}.`);
     }
     return body as T;
   };

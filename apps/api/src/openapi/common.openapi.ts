@@ -17,6 +17,10 @@ export const ERROR_CODES = [
   'invalid_query',
   'subscription_disabled',
   'delivery_pending',
+  'recovery_too_large',
+  'invalid_idempotency_key',
+  'idempotency_key_reused',
+  'idempotency_key_in_use',
 ] as const;
 
 const isoTimestamp: JsonSchema = { type: 'string', format: 'date-time' };
@@ -84,6 +88,37 @@ export function apiStandardResponses(): Record<string, unknown> {
   };
 }
 
+type ErrorCode = (typeof ERROR_CODES)[number];
+
+/**
+ * The 400, 409 and 422 answers of a POST or PATCH of /api/v1: the operation's own 400 and 409 codes
+ * (if any) with those its Idempotency-Key can bring (docs/api-behaviour.md, "Retrying a POST or
+ * PATCH"), and the header a replayed answer carries is listed on its success.
+ */
+export function idempotencyResponses(own: { badRequest?: [string, ErrorCode[]]; conflict?: [string, ErrorCode[]] } = {}): Record<string, unknown> {
+  const [badDescription, badCodes] = own.badRequest ?? ['', []];
+  const [conflictDescription, conflictCodes] = own.conflict ?? ['', []];
+  return {
+    '400': apiError(`${badDescription}${badDescription ? ' ' : ''}\`invalid_idempotency_key\`: the Idempotency-Key header is not 1–255 printable ASCII characters.`, [
+      ...badCodes,
+      'invalid_idempotency_key',
+    ]),
+    '409': apiError(`${conflictDescription}${conflictDescription ? ' ' : ''}\`idempotency_key_in_use\`: a request with this Idempotency-Key is still being answered; try again.`, [
+      ...conflictCodes,
+      'idempotency_key_in_use',
+    ]),
+    '422': apiError('`idempotency_key_reused`: this Idempotency-Key was used in the last 24 hours with another method, path or body; nothing was done.', [
+      'idempotency_key_reused',
+    ]),
+  };
+}
+
+/** A 2xx JSON answer of a POST or PATCH: as apiSuccess, plus `Idempotent-Replayed` when it is a replay. */
+export function idempotentSuccess(description: string, schema: JsonSchema): Record<string, unknown> {
+  const success = apiSuccess(description, schema) as { headers: Record<string, unknown> };
+  return { ...success, headers: { ...success.headers, 'Idempotent-Replayed': ref('headers', 'Idempotent-Replayed') } };
+}
+
 /** `[{ apiKey: [scope] }]`: the key must hold this scope (spec §5). */
 export const requiresScope = (scope: string) => [{ [SECURITY_SCHEME]: [scope] }];
 
@@ -98,7 +133,23 @@ export const common: OpenApiModule = {
         '`403 insufficient_scope` naming the scope.',
     },
   },
+  parameters: {
+    IdempotencyKey: {
+      name: 'Idempotency-Key',
+      in: 'header',
+      required: false,
+      description:
+        'Makes a retry of this request safe: the same key with the same method, path and body within 24 hours gets the first answer again ' +
+        '(with `Idempotent-Replayed: true`) and changes nothing. Keys are per account; 1–255 printable ASCII characters (a UUID is a good choice).',
+      schema: { type: 'string', minLength: 1, maxLength: 255, pattern: '^[\\x20-\\x7E]+$' },
+    },
+  },
   headers: {
+    'Idempotent-Replayed': {
+      description: '`true` on an answer replayed for a repeated Idempotency-Key.',
+      required: false,
+      schema: { type: 'string', const: 'true' },
+    },
     'Request-Id': {
       description: 'A unique id of this request; quote it when reporting a problem.',
       required: true,

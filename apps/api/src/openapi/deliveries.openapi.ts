@@ -1,5 +1,5 @@
 import { DELIVERY_CURSOR_MAX_LENGTH, DELIVERY_PAGE_LIMIT_DEFAULT, DELIVERY_PAGE_LIMIT_MAX, DELIVERY_STATUSES } from '../deliveries/deliveries.schemas.js';
-import { apiError, apiStandardResponses, apiSuccess, dataEnvelope, requiresScope } from './common.openapi.js';
+import { apiError, apiStandardResponses, apiSuccess, dataEnvelope, idempotencyResponses, idempotentSuccess, requiresScope } from './common.openapi.js';
 import { ref, type OpenApiModule } from './openapi-types.js';
 
 const timestampOrNull = { oneOf: [ref('schemas', 'Timestamp'), { type: 'null' }] };
@@ -123,13 +123,16 @@ export const deliveries: OpenApiModule = {
         summary: 'Send a delivery’s event again, as a new delivery',
         tags: ['Deliveries'],
         security: requiresScope('write:webhooks'),
+        parameters: [ref('parameters', 'IdempotencyKey')],
         responses: {
-          '202': apiSuccess('Accepted: the new delivery, queued.', dataEnvelope({ delivery: ref('schemas', 'Delivery') })),
+          '202': idempotentSuccess('Accepted: the new delivery, queued.', dataEnvelope({ delivery: ref('schemas', 'Delivery') })),
           '404': ref('responses', 'NotFound'),
-          '409': apiError(
-            '`subscription_disabled`: the subscription was auto-disabled and never resumes; `delivery_pending`: a delivery of this event to this subscription is still pending.',
-            ['subscription_disabled', 'delivery_pending'],
-          ),
+          ...idempotencyResponses({
+            conflict: [
+              '`subscription_disabled`: the subscription was auto-disabled and never resumes; `delivery_pending`: a delivery of this event to this subscription is still pending.',
+              ['subscription_disabled', 'delivery_pending'],
+            ],
+          }),
           ...apiStandardResponses(),
         },
       },

@@ -62,4 +62,6 @@ export const HTTPS_URL_FORMAT = 'https-url';
 export interface RuleExtensions {
   'x-error-code': 'invalid_body' | 'invalid_url' | 'invalid_events';
   'x-rule': string;
+  /** On a request body's schema: at least one of its properties must be given. */
+  'x-at-least-one'?: boolean;
 }

@@ -1,5 +1,5 @@
-import { EVENT_TYPES, WILDCARD_EVENT } from '@svc/core';
-import { apiError, apiStandardResponses, apiSuccess, dataEnvelope, requiresScope } from './common.openapi.js';
+import { EVENT_TYPES, MAX_ROTATION_OVERLAP_SECONDS, DEFAULT_ROTATION_OVERLAP_SECONDS, RECOVERY_MAX, WILDCARD_EVENT } from '@svc/core';
+import { apiError, apiStandardResponses, apiSuccess, dataEnvelope, idempotencyResponses, idempotentSuccess, requiresScope } from './common.openapi.js';
 import { HTTPS_URL_FORMAT, ref, type OpenApiModule } from './openapi-types.js';
 
 /** Spec §4.3, §8: the longest url a subscription may have. */
@@ -42,15 +42,88 @@ export const webhooks: OpenApiModule = {
       'x-error-code': 'invalid_body',
       'x-rule': 'a JSON object with url and events',
     },
+    UpdateWebhookRequest: {
+      type: 'object',
+      properties: { url: ref('schemas', 'WebhookUrl'), events: ref('schemas', 'WebhookEventList') },
+      description: 'Either field, or both; unknown fields are ignored.',
+      'x-error-code': 'invalid_body',
+      'x-rule': 'a JSON object with url or events, or both',
+      'x-at-least-one': true,
+    },
+    OverlapSeconds: {
+      type: 'integer',
+      minimum: 0,
+      maximum: MAX_ROTATION_OVERLAP_SECONDS,
+      default: DEFAULT_ROTATION_OVERLAP_SECONDS,
+      description: `How long the replaced secret keeps signing beside the new one, in seconds (default ${DEFAULT_ROTATION_OVERLAP_SECONDS}, one day); 0 ends it at once.`,
+      'x-error-code': 'invalid_body',
+      'x-rule': `a whole number of seconds from 0 to ${MAX_ROTATION_OVERLAP_SECONDS}`,
+    },
+    RotateWebhookSecretRequest: {
+      type: 'object',
+      properties: { overlapSeconds: ref('schemas', 'OverlapSeconds') },
+      description: 'Optional; unknown fields are ignored.',
+      'x-error-code': 'invalid_body',
+      'x-rule': 'a JSON object, with overlapSeconds or empty',
+    },
+    RecoveryTime: {
+      type: 'string',
+      format: 'date-time',
+      description: 'An ISO 8601 (RFC 3339) time with its offset, such as 2026-11-20T00:00:00Z.',
+      'x-error-code': 'invalid_body',
+      'x-rule': 'an ISO 8601 time with its offset, such as 2026-11-20T00:00:00Z',
+    },
+    DryRun: {
+      type: 'boolean',
+      description: 'true: only count what would be sent.',
+      'x-error-code': 'invalid_body',
+      'x-rule': 'true or false',
+    },
+    RecoverWebhookRequest: {
+      type: 'object',
+      required: ['since'],
+      properties: { since: ref('schemas', 'RecoveryTime'), until: ref('schemas', 'RecoveryTime'), dryRun: ref('schemas', 'DryRun') },
+      description: 'The window of failure times, since included, until (default: now) excluded.',
+      'x-error-code': 'invalid_body',
+      'x-rule': 'a JSON object with since, and optionally until and dryRun',
+    },
     CreatedWebhookSubscription: {
       type: 'object',
-      required: ['id', 'url', 'events', 'secret', 'createdAt'],
+      required: ['id', 'url', 'events', 'secret', 'standardWebhooksSecret', 'createdAt'],
       properties: {
         id: { type: 'string' },
         url: { type: 'string' },
         events: { type: 'array', items: { type: 'string' } },
         secret: { type: 'string', pattern: '^[0-9a-f]{64}$', description: 'The HMAC key; shown only here. Store it now.' },
+        standardWebhooksSecret: ref('schemas', 'StandardWebhooksSecret'),
         createdAt: ref('schemas', 'Timestamp'),
+      },
+    },
+    StandardWebhooksSecret: {
+      type: 'string',
+      pattern: '^whsec_[A-Za-z0-9+/]+={0,2}$',
+      description: 'The same secret in the form Standard Webhooks libraries take: `whsec_` + base64 of the secret’s 64 characters.',
+    },
+    RotatedWebhookSecret: {
+      type: 'object',
+      required: ['id', 'secret', 'standardWebhooksSecret', 'previousSecretExpiresAt'],
+      properties: {
+        id: { type: 'string' },
+        secret: { type: 'string', pattern: '^[0-9a-f]{64}$', description: 'The new HMAC key; shown only here. Store it now.' },
+        standardWebhooksSecret: ref('schemas', 'StandardWebhooksSecret'),
+        previousSecretExpiresAt: {
+          oneOf: [ref('schemas', 'Timestamp'), { type: 'null' }],
+          description: 'Until then the replaced secret also signs every attempt (webhook-signature); null when the overlap was 0.',
+        },
+      },
+    },
+    WebhookRecovery: {
+      type: 'object',
+      required: ['count', 'since', 'until'],
+      properties: {
+        count: { type: 'integer', minimum: 0, maximum: RECOVERY_MAX, description: 'Deliveries sent again (with dryRun: that would be).' },
+        since: ref('schemas', 'Timestamp'),
+        until: ref('schemas', 'Timestamp'),
       },
     },
     WebhookSubscription: {
@@ -74,14 +147,16 @@ export const webhooks: OpenApiModule = {
         summary: 'Create a webhook subscription',
         tags: ['Webhooks'],
         security: requiresScope('write:webhooks'),
+        parameters: [ref('parameters', 'IdempotencyKey')],
         requestBody: { required: true, content: { 'application/json': { schema: ref('schemas', 'CreateWebhookRequest') } } },
         responses: {
-          '201': apiSuccess('Created; the secret is shown only here.', dataEnvelope({ subscription: ref('schemas', 'CreatedWebhookSubscription') })),
-          '400': apiError('The body is not a JSON object (`invalid_body`), or its url (`invalid_url`) or events (`invalid_events`) break the rules.', [
-            'invalid_body',
-            'invalid_url',
-            'invalid_events',
-          ]),
+          '201': idempotentSuccess(
+            'Created; the secret is shown only here (and in a replay of this answer for the same Idempotency-Key).',
+            dataEnvelope({ subscription: ref('schemas', 'CreatedWebhookSubscription') }),
+          ),
+          ...idempotencyResponses({
+            badRequest: ['The body is not a JSON object (`invalid_body`), or its url (`invalid_url`) or events (`invalid_events`) break the rules.', ['invalid_body', 'invalid_url', 'invalid_events']],
+          }),
           '413': apiError('`payload_too_large`: the body is over 1 MB.', ['payload_too_large']),
           ...apiStandardResponses(),
         },
@@ -109,6 +184,74 @@ export const webhooks: OpenApiModule = {
         responses: {
           '200': apiSuccess('Revoked.', dataEnvelope({ deleted: { const: true }, id: { type: 'string' } })),
           '404': ref('responses', 'NotFound'),
+          ...apiStandardResponses(),
+        },
+      },
+      patch: {
+        operationId: 'updateWebhook',
+        summary: 'Change a webhook subscription’s url or events',
+        description: 'Its delivery history, failure count and secret are kept; attempts already queued go to the new url. An auto-disabled subscription stays disabled: 409.',
+        tags: ['Webhooks'],
+        security: requiresScope('write:webhooks'),
+        parameters: [ref('parameters', 'IdempotencyKey')],
+        requestBody: { required: true, content: { 'application/json': { schema: ref('schemas', 'UpdateWebhookRequest') } } },
+        responses: {
+          '200': idempotentSuccess('Changed: the subscription as listed.', dataEnvelope({ subscription: ref('schemas', 'WebhookSubscription') })),
+          '404': ref('responses', 'NotFound'),
+          ...idempotencyResponses({
+            badRequest: ['The body has neither url nor events, or is not a JSON object (`invalid_body`), or its url (`invalid_url`) or events (`invalid_events`) break the rules.', ['invalid_body', 'invalid_url', 'invalid_events']],
+            conflict: ['`subscription_disabled`: the subscription was auto-disabled and never resumes.', ['subscription_disabled']],
+          }),
+          '413': apiError('`payload_too_large`: the body is over 1 MB.', ['payload_too_large']),
+          ...apiStandardResponses(),
+        },
+      },
+    },
+    '/api/v1/webhooks/{subscriptionId}/rotate-secret': {
+      parameters: [ref('parameters', 'SubscriptionId')],
+      post: {
+        operationId: 'rotateWebhookSecret',
+        summary: 'Give a webhook subscription a new secret, the old one signing beside it for a while',
+        description:
+          'The new secret is shown only here. Until `previousSecretExpiresAt` every attempt’s `webhook-signature` carries a signature with each ' +
+          'secret (new first, space-separated) and `X-Service-Signature` is made with the new one; a rotation during an overlap ends the older one.',
+        tags: ['Webhooks'],
+        security: requiresScope('write:webhooks'),
+        parameters: [ref('parameters', 'IdempotencyKey')],
+        requestBody: { required: false, content: { 'application/json': { schema: ref('schemas', 'RotateWebhookSecretRequest') } } },
+        responses: {
+          '200': idempotentSuccess('Rotated; the new secret is shown only here.', dataEnvelope({ subscription: ref('schemas', 'RotatedWebhookSecret') })),
+          '404': ref('responses', 'NotFound'),
+          ...idempotencyResponses({ badRequest: ['`invalid_body`: the body is not a JSON object, or overlapSeconds is not 0..604800.', ['invalid_body']] }),
+          '413': apiError('`payload_too_large`: the body is over 1 MB.', ['payload_too_large']),
+          ...apiStandardResponses(),
+        },
+      },
+    },
+    '/api/v1/webhooks/{subscriptionId}/recover': {
+      parameters: [ref('parameters', 'SubscriptionId')],
+      post: {
+        operationId: 'recoverWebhookDeliveries',
+        summary: 'Send again every delivery that failed in a window',
+        description:
+          `Every delivery of this subscription that failed for good (all 7 attempts) between since and until is sent again as a new delivery ` +
+          `(\`redeliveryOf\` the failed one, its own 7 attempts), oldest first; an event already pending or delivered again is not. ` +
+          `At most ${RECOVERY_MAX} per call: more is \`409 recovery_too_large\` with the count, and nothing is sent. \`dryRun\` only counts.`,
+        tags: ['Webhooks'],
+        security: requiresScope('write:webhooks'),
+        parameters: [ref('parameters', 'IdempotencyKey')],
+        requestBody: { required: true, content: { 'application/json': { schema: ref('schemas', 'RecoverWebhookRequest') } } },
+        responses: {
+          '202': idempotentSuccess('Accepted: the deliveries are stored and queued (or, for a dry run, counted).', dataEnvelope({ recovery: ref('schemas', 'WebhookRecovery') })),
+          '404': ref('responses', 'NotFound'),
+          ...idempotencyResponses({
+            badRequest: ['`invalid_body`: the body is not a JSON object, since is missing, a time is not ISO 8601, or until is not after since.', ['invalid_body']],
+            conflict: [
+              '`subscription_disabled`: the subscription was auto-disabled and never resumes; `recovery_too_large`: more than 10,000 deliveries failed in the window (the message gives the count).',
+              ['subscription_disabled', 'recovery_too_large'],
+            ],
+          }),
+          '413': apiError('`payload_too_large`: the body is over 1 MB.', ['payload_too_large']),
           ...apiStandardResponses(),
         },
       },

@@ -107,7 +107,7 @@ export class WebhookClient {
       headers: {
         'x-service-event': attempt.eventType,
         'x-service-delivery-id': attempt.deliveryId,
-        ...signatureHeaders({ deliveryId: attempt.deliveryId, body, secret: attempt.secret }),
+        ...signatureHeaders({ deliveryId: attempt.deliveryId, body, secret: attempt.secret, previousSecret: attempt.previousSecret }),
       },
     });
     return new Promise((resolve, reject) => {

@@ -152,6 +152,56 @@ export interface paths {
         delete: operations["deleteWebhook"];
         options?: never;
         head?: never;
+        /**
+         * Change a webhook subscription’s url or events
+         * @description Its delivery history, failure count and secret are kept; attempts already queued go to the new url. An auto-disabled subscription stays disabled: 409.
+         */
+        patch: operations["updateWebhook"];
+        trace?: never;
+    };
+    "/api/v1/webhooks/{subscriptionId}/rotate-secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A subscription id. */
+                subscriptionId: components["parameters"]["SubscriptionId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Give a webhook subscription a new secret, the old one signing beside it for a while
+         * @description The new secret is shown only here. Until `previousSecretExpiresAt` every attempt’s `webhook-signature` carries a signature with each secret (new first, space-separated) and `X-Service-Signature` is made with the new one; a rotation during an overlap ends the older one.
+         */
+        post: operations["rotateWebhookSecret"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/webhooks/{subscriptionId}/recover": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A subscription id. */
+                subscriptionId: components["parameters"]["SubscriptionId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send again every delivery that failed in a window
+         * @description Every delivery of this subscription that failed for good (all 7 attempts) between since and until is sent again as a new delivery (`redeliveryOf` the failed one, its own 7 attempts), oldest first; an event already pending or delivered again is not. At most 10000 per call: more is `409 recovery_too_large` with the count, and nothing is sent. `dryRun` only counts.
+         */
+        post: operations["recoverWebhookDeliveries"];
+        delete?: never;
+        options?: never;
+        head?: never;
         patch?: never;
         trace?: never;
     };
@@ -376,7 +426,7 @@ export interface components {
          * @description Stable and machine-readable (spec §2.1, §7). New codes may be added (spec §9).
          * @enum {string}
          */
-        ErrorCode: "unauthorized" | "invalid_key" | "insufficient_scope" | "not_found" | "rate_limited" | "invalid_body" | "invalid_url" | "invalid_events" | "payload_too_large" | "invalid_query" | "subscription_disabled" | "delivery_pending";
+        ErrorCode: "unauthorized" | "invalid_key" | "insufficient_scope" | "not_found" | "rate_limited" | "invalid_body" | "invalid_url" | "invalid_events" | "payload_too_large" | "invalid_query" | "subscription_disabled" | "delivery_pending" | "recovery_too_large" | "invalid_idempotency_key" | "idempotency_key_reused" | "idempotency_key_in_use";
         ErrorEnvelope: {
             error: {
                 code: components["schemas"]["ErrorCode"];
@@ -473,13 +523,57 @@ export interface components {
             url: components["schemas"]["WebhookUrl"];
             events: components["schemas"]["WebhookEventList"];
         };
+        /** @description Either field, or both; unknown fields are ignored. */
+        UpdateWebhookRequest: {
+            url?: components["schemas"]["WebhookUrl"];
+            events?: components["schemas"]["WebhookEventList"];
+        };
+        /**
+         * @description How long the replaced secret keeps signing beside the new one, in seconds (default 86400, one day); 0 ends it at once.
+         * @default 86400
+         */
+        OverlapSeconds: number;
+        /** @description Optional; unknown fields are ignored. */
+        RotateWebhookSecretRequest: {
+            overlapSeconds?: components["schemas"]["OverlapSeconds"];
+        };
+        /**
+         * Format: date-time
+         * @description An ISO 8601 (RFC 3339) time with its offset, such as 2026-11-20T00:00:00Z.
+         */
+        RecoveryTime: string;
+        /** @description true: only count what would be sent. */
+        DryRun: boolean;
+        /** @description The window of failure times, since included, until (default: now) excluded. */
+        RecoverWebhookRequest: {
+            since: components["schemas"]["RecoveryTime"];
+            until?: components["schemas"]["RecoveryTime"];
+            dryRun?: components["schemas"]["DryRun"];
+        };
         CreatedWebhookSubscription: {
             id: string;
             url: string;
             events: string[];
             /** @description The HMAC key; shown only here. Store it now. */
             secret: string;
+            standardWebhooksSecret: components["schemas"]["StandardWebhooksSecret"];
             createdAt: components["schemas"]["Timestamp"];
+        };
+        /** @description The same secret in the form Standard Webhooks libraries take: `whsec_` + base64 of the secret’s 64 characters. */
+        StandardWebhooksSecret: string;
+        RotatedWebhookSecret: {
+            id: string;
+            /** @description The new HMAC key; shown only here. Store it now. */
+            secret: string;
+            standardWebhooksSecret: components["schemas"]["StandardWebhooksSecret"];
+            /** @description Until then the replaced secret also signs every attempt (webhook-signature); null when the overlap was 0. */
+            previousSecretExpiresAt: components["schemas"]["Timestamp"] | null;
+        };
+        WebhookRecovery: {
+            /** @description Deliveries sent again (with dryRun: that would be). */
+            count: number;
+            since: components["schemas"]["Timestamp"];
+            until: components["schemas"]["Timestamp"];
         };
         WebhookSubscription: {
             id: string;
@@ -704,6 +798,8 @@ export interface components {
         };
     };
     parameters: {
+        /** @description Makes a retry of this request safe: the same key with the same method, path and body within 24 hours gets the first answer again (with `Idempotent-Replayed: true`) and changes nothing. Keys are per account; 1–255 printable ASCII characters (a UUID is a good choice). */
+        IdempotencyKey: string;
         /** @description A site id as returned by the site list. Opaque. */
         SiteId: string;
         /** @description A scan id. Opaque. */
@@ -727,6 +823,8 @@ export interface components {
     };
     requestBodies: never;
     headers: {
+        /** @description `true` on an answer replayed for a repeated Idempotency-Key. */
+        "Idempotent-Replayed": "true";
         /** @description A unique id of this request; quote it when reporting a problem. */
         "Request-Id": string;
         /** @description Requests this key may make in any 60-second window (spec §8). */
@@ -965,7 +1063,10 @@ export interface operations {
     createWebhook: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this request safe: the same key with the same method, path and body within 24 hours gets the first answer again (with `Idempotent-Replayed: true`) and changes nothing. Keys are per account; 1–255 printable ASCII characters (a UUID is a good choice). */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -975,13 +1076,14 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Created; the secret is shown only here. */
+            /** @description Created; the secret is shown only here (and in a replay of this answer for the same Idempotency-Key). */
             201: {
                 headers: {
                     "Request-Id": components["headers"]["Request-Id"];
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
                     "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -992,7 +1094,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The body is not a JSON object (`invalid_body`), or its url (`invalid_url`) or events (`invalid_events`) break the rules. */
+            /** @description The body is not a JSON object (`invalid_body`), or its url (`invalid_url`) or events (`invalid_events`) break the rules. `invalid_idempotency_key`: the Idempotency-Key header is not 1–255 printable ASCII characters. */
             400: {
                 headers: {
                     "Request-Id": components["headers"]["Request-Id"];
@@ -1005,13 +1107,31 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"] & {
                         error?: {
                             /** @enum {unknown} */
-                            code?: "invalid_body" | "invalid_url" | "invalid_events";
+                            code?: "invalid_body" | "invalid_url" | "invalid_events" | "invalid_idempotency_key";
                         };
                     };
                 };
             };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["InsufficientScope"];
+            /** @description `idempotency_key_in_use`: a request with this Idempotency-Key is still being answered; try again. */
+            409: {
+                headers: {
+                    "Request-Id": components["headers"]["Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"] & {
+                        error?: {
+                            /** @enum {unknown} */
+                            code?: "idempotency_key_in_use";
+                        };
+                    };
+                };
+            };
             /** @description `payload_too_large`: the body is over 1 MB. */
             413: {
                 headers: {
@@ -1026,6 +1146,24 @@ export interface operations {
                         error?: {
                             /** @enum {unknown} */
                             code?: "payload_too_large";
+                        };
+                    };
+                };
+            };
+            /** @description `idempotency_key_reused`: this Idempotency-Key was used in the last 24 hours with another method, path or body; nothing was done. */
+            422: {
+                headers: {
+                    "Request-Id": components["headers"]["Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"] & {
+                        error?: {
+                            /** @enum {unknown} */
+                            code?: "idempotency_key_reused";
                         };
                     };
                 };
@@ -1068,6 +1206,354 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["InsufficientScope"];
             404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    updateWebhook: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes a retry of this request safe: the same key with the same method, path and body within 24 hours gets the first answer again (with `Idempotent-Replayed: true`) and changes nothing. Keys are per account; 1–255 printable ASCII characters (a UUID is a good choice). */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description A subscription id. */
+                subscriptionId: components["parameters"]["SubscriptionId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateWebhookRequest"];
+            };
+        };
+        responses: {
+            /** @description Changed: the subscription as listed. */
+            200: {
+                headers: {
+                    "Request-Id": components["headers"]["Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: {
+                            subscription: components["schemas"]["WebhookSubscription"];
+                        };
+                    };
+                };
+            };
+            /** @description The body has neither url nor events, or is not a JSON object (`invalid_body`), or its url (`invalid_url`) or events (`invalid_events`) break the rules. `invalid_idempotency_key`: the Idempotency-Key header is not 1–255 printable ASCII characters. */
+            400: {
+                headers: {
+                    "Request-Id": components["headers"]["Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"] & {
+                        error?: {
+                            /** @enum {unknown} */
+                            code?: "invalid_body" | "invalid_url" | "invalid_events" | "invalid_idempotency_key";
+                        };
+                    };
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
+            404: components["responses"]["NotFound"];
+            /** @description `subscription_disabled`: the subscription was auto-disabled and never resumes. `idempotency_key_in_use`: a request with this Idempotency-Key is still being answered; try again. */
+            409: {
+                headers: {
+                    "Request-Id": components["headers"]["Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"] & {
+                        error?: {
+                            /** @enum {unknown} */
+                            code?: "subscription_disabled" | "idempotency_key_in_use";
+                        };
+                    };
+                };
+            };
+            /** @description `payload_too_large`: the body is over 1 MB. */
+            413: {
+                headers: {
+                    "Request-Id": components["headers"]["Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"] & {
+                        error?: {
+                            /** @enum {unknown} */
+                            code?: "payload_too_large";
+                        };
+                    };
+                };
+            };
+            /** @description `idempotency_key_reused`: this Idempotency-Key was used in the last 24 hours with another method, path or body; nothing was done. */
+            422: {
+                headers: {
+                    "Request-Id": components["headers"]["Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"] & {
+                        error?: {
+                            /** @enum {unknown} */
+                            code?: "idempotency_key_reused";
+                        };
+                    };
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    rotateWebhookSecret: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes a retry of this request safe: the same key with the same method, path and body within 24 hours gets the first answer again (with `Idempotent-Replayed: true`) and changes nothing. Keys are per account; 1–255 printable ASCII characters (a UUID is a good choice). */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description A subscription id. */
+                subscriptionId: components["parameters"]["SubscriptionId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["RotateWebhookSecretRequest"];
+            };
+        };
+        responses: {
+            /** @description Rotated; the new secret is shown only here. */
+            200: {
+                headers: {
+                    "Request-Id": components["headers"]["Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: {
+                            subscription: components["schemas"]["RotatedWebhookSecret"];
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_body`: the body is not a JSON object, or overlapSeconds is not 0..604800. `invalid_idempotency_key`: the Idempotency-Key header is not 1–255 printable ASCII characters. */
+            400: {
+                headers: {
+                    "Request-Id": components["headers"]["Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"] & {
+                        error?: {
+                            /** @enum {unknown} */
+                            code?: "invalid_body" | "invalid_idempotency_key";
+                        };
+                    };
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
+            404: components["responses"]["NotFound"];
+            /** @description `idempotency_key_in_use`: a request with this Idempotency-Key is still being answered; try again. */
+            409: {
+                headers: {
+                    "Request-Id": components["headers"]["Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"] & {
+                        error?: {
+                            /** @enum {unknown} */
+                            code?: "idempotency_key_in_use";
+                        };
+                    };
+                };
+            };
+            /** @description `payload_too_large`: the body is over 1 MB. */
+            413: {
+                headers: {
+                    "Request-Id": components["headers"]["Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"] & {
+                        error?: {
+                            /** @enum {unknown} */
+                            code?: "payload_too_large";
+                        };
+                    };
+                };
+            };
+            /** @description `idempotency_key_reused`: this Idempotency-Key was used in the last 24 hours with another method, path or body; nothing was done. */
+            422: {
+                headers: {
+                    "Request-Id": components["headers"]["Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"] & {
+                        error?: {
+                            /** @enum {unknown} */
+                            code?: "idempotency_key_reused";
+                        };
+                    };
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    recoverWebhookDeliveries: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes a retry of this request safe: the same key with the same method, path and body within 24 hours gets the first answer again (with `Idempotent-Replayed: true`) and changes nothing. Keys are per account; 1–255 printable ASCII characters (a UUID is a good choice). */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description A subscription id. */
+                subscriptionId: components["parameters"]["SubscriptionId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RecoverWebhookRequest"];
+            };
+        };
+        responses: {
+            /** @description Accepted: the deliveries are stored and queued (or, for a dry run, counted). */
+            202: {
+                headers: {
+                    "Request-Id": components["headers"]["Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: {
+                            recovery: components["schemas"]["WebhookRecovery"];
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_body`: the body is not a JSON object, since is missing, a time is not ISO 8601, or until is not after since. `invalid_idempotency_key`: the Idempotency-Key header is not 1–255 printable ASCII characters. */
+            400: {
+                headers: {
+                    "Request-Id": components["headers"]["Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"] & {
+                        error?: {
+                            /** @enum {unknown} */
+                            code?: "invalid_body" | "invalid_idempotency_key";
+                        };
+                    };
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
+            404: components["responses"]["NotFound"];
+            /** @description `subscription_disabled`: the subscription was auto-disabled and never resumes; `recovery_too_large`: more than 10,000 deliveries failed in the window (the message gives the count). `idempotency_key_in_use`: a request with this Idempotency-Key is still being answered; try again. */
+            409: {
+                headers: {
+                    "Request-Id": components["headers"]["Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"] & {
+                        error?: {
+                            /** @enum {unknown} */
+                            code?: "subscription_disabled" | "recovery_too_large" | "idempotency_key_in_use";
+                        };
+                    };
+                };
+            };
+            /** @description `payload_too_large`: the body is over 1 MB. */
+            413: {
+                headers: {
+                    "Request-Id": components["headers"]["Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"] & {
+                        error?: {
+                            /** @enum {unknown} */
+                            code?: "payload_too_large";
+                        };
+                    };
+                };
+            };
+            /** @description `idempotency_key_reused`: this Idempotency-Key was used in the last 24 hours with another method, path or body; nothing was done. */
+            422: {
+                headers: {
+                    "Request-Id": components["headers"]["Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"] & {
+                        error?: {
+                            /** @enum {unknown} */
+                            code?: "idempotency_key_reused";
+                        };
+                    };
+                };
+            };
             429: components["responses"]["RateLimited"];
             500: components["responses"]["ServerError"];
         };
@@ -1158,7 +1644,10 @@ export interface operations {
     redeliverWebhookDelivery: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this request safe: the same key with the same method, path and body within 24 hours gets the first answer again (with `Idempotent-Replayed: true`) and changes nothing. Keys are per account; 1–255 printable ASCII characters (a UUID is a good choice). */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 /** @description A subscription id. */
                 subscriptionId: components["parameters"]["SubscriptionId"];
@@ -1176,6 +1665,7 @@ export interface operations {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
                     "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1186,10 +1676,28 @@ export interface operations {
                     };
                 };
             };
+            /** @description `invalid_idempotency_key`: the Idempotency-Key header is not 1–255 printable ASCII characters. */
+            400: {
+                headers: {
+                    "Request-Id": components["headers"]["Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"] & {
+                        error?: {
+                            /** @enum {unknown} */
+                            code?: "invalid_idempotency_key";
+                        };
+                    };
+                };
+            };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["InsufficientScope"];
             404: components["responses"]["NotFound"];
-            /** @description `subscription_disabled`: the subscription was auto-disabled and never resumes; `delivery_pending`: a delivery of this event to this subscription is still pending. */
+            /** @description `subscription_disabled`: the subscription was auto-disabled and never resumes; `delivery_pending`: a delivery of this event to this subscription is still pending. `idempotency_key_in_use`: a request with this Idempotency-Key is still being answered; try again. */
             409: {
                 headers: {
                     "Request-Id": components["headers"]["Request-Id"];
@@ -1202,7 +1710,25 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"] & {
                         error?: {
                             /** @enum {unknown} */
-                            code?: "subscription_disabled" | "delivery_pending";
+                            code?: "subscription_disabled" | "delivery_pending" | "idempotency_key_in_use";
+                        };
+                    };
+                };
+            };
+            /** @description `idempotency_key_reused`: this Idempotency-Key was used in the last 24 hours with another method, path or body; nothing was done. */
+            422: {
+                headers: {
+                    "Request-Id": components["headers"]["Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"] & {
+                        error?: {
+                            /** @enum {unknown} */
+                            code?: "idempotency_key_reused";
                         };
                     };
                 };

@@ -10,7 +10,9 @@ import { redeliverSubscriptionDelivery } from '../deliveries/redeliver.js';
 import { getScan, listScanHistory, type HistoryQuery } from '../scans/scan-history.repository.js';
 import { getSiteDetailAsJson, listSitesAsJsonArray } from '../sites/site.repository.js';
 import { revokeSubscription } from '../webhooks/revoke-subscription.js';
-import { createSubscription, listSubscriptionsAsJsonArray } from '../webhooks/subscription.repository.js';
+import { createSubscription, listSubscriptionsAsJsonArray, rotateSubscriptionSecret, updateSubscription } from '../webhooks/subscription.repository.js';
+import { recoverSubscriptionDeliveries, type RecoveryWindow } from '../deliveries/recover.js';
+import { abandonIdempotentRequest, finishIdempotentRequest, startIdempotentRequest } from '../idempotency/idempotency.repository.js';
 
 /** What a key's revocation needs beside the database: the Redis its announcement goes to. */
 export interface KeyRevocationDeps {
@@ -31,6 +33,12 @@ export interface AccountQueueDeps {
  */
 export function forAccount(db: Db, accountId: string) {
   return {
+    /** The account's Idempotency-Keys: a POST or PATCH answered once, replayed for 24 hours. */
+    idempotency: {
+      start: (key: string, fingerprint: string) => startIdempotentRequest(db, accountId, key, fingerprint),
+      finish: (key: string, status: number, body: string) => finishIdempotentRequest(db, accountId, key, status, body),
+      abandon: (key: string) => abandonIdempotentRequest(db, accountId, key),
+    },
     keys: {
       create: (input: { name: string; scopes: readonly string[] }) => createApiKey(db, accountId, input),
       list: () => listApiKeys(db, accountId),
@@ -54,12 +62,16 @@ export function forAccount(db: Db, accountId: string) {
       /** The JSON array's text, written by Postgres (ADR 12). */
       listJson: () => listSubscriptionsAsJsonArray(db, accountId),
       revoke: (subscriptionId: string, deps: AccountQueueDeps) => revokeSubscription({ db, queues: deps.queues }, accountId, subscriptionId),
+      update: (subscriptionId: string, input: { url?: string; events?: readonly string[] }) => updateSubscription(db, accountId, subscriptionId, input),
+      rotateSecret: (subscriptionId: string, overlapSeconds: number) => rotateSubscriptionSecret(db, accountId, subscriptionId, overlapSeconds),
     },
     deliveries: {
       list: (subscriptionId: string, query: DeliveryPageQuery) => listSubscriptionDeliveries(db, accountId, subscriptionId, query),
       get: (subscriptionId: string, deliveryId: string) => findSubscriptionDelivery(db, accountId, subscriptionId, deliveryId),
       redeliver: (subscriptionId: string, deliveryId: string, deps: AccountQueueDeps) =>
         redeliverSubscriptionDelivery({ db, ...deps }, accountId, subscriptionId, deliveryId),
+      recover: (subscriptionId: string, window: RecoveryWindow, deps: AccountQueueDeps) =>
+        recoverSubscriptionDeliveries({ db, ...deps }, accountId, subscriptionId, window),
     },
   };
 }

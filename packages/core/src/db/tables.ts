@@ -43,6 +43,9 @@ export interface WebhookSubscriptionRow {
   url: string;
   events: string[];
   secret: string;
+  /** The secret a rotation replaced, signing beside `secret` until previous_secret_expires_at. */
+  previous_secret: string | null;
+  previous_secret_expires_at: Date | null;
   status: 'active' | 'disabled' | 'deleting';
   failure_count: number;
   created_at: Date;

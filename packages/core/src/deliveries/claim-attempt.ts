@@ -10,6 +10,8 @@ export interface ClaimedAttempt {
   body: string;
   url: string;
   secret: string;
+  /** The secret a rotation replaced, while its overlap lasts: it signs beside `secret` (webhook-signature only). */
+  previousSecret: string | null;
   attempt: number;
   /** How long after its due time (next_attempt_at) the attempt was claimed: the lateness metric. */
   lateMs: number;
@@ -82,7 +84,7 @@ export async function claimAttempts(db: Db, requests: readonly AttemptRequest[],
       `WITH req AS (
          SELECT * FROM unnest(:ids::text[], :attempts::int[], :unrecorded::text[]) AS r(id, attempt, unrecorded)
        ), sub AS (
-         SELECT s.id, s.status, s.url, s.secret FROM webhook_subscriptions s
+         SELECT s.id, s.status, s.url, s.secret, s.previous_secret, s.previous_secret_expires_at FROM webhook_subscriptions s
           WHERE s.id = ANY (ARRAY(SELECT d.subscription_id FROM req JOIN deliveries d ON d.id = req.id))
           ORDER BY s.id
             FOR KEY SHARE SKIP LOCKED
@@ -113,6 +115,7 @@ export async function claimAttempts(db: Db, requests: readonly AttemptRequest[],
               GREATEST(0, EXTRACT(EPOCH FROM (d.locked_until - clock_timestamp())) * 1000)::float8 AS locked_for_ms,
               GREATEST(0, EXTRACT(EPOCH FROM (clock_timestamp() - d.next_attempt_at)) * 1000)::float8 AS late_ms,
               sub.status AS sub_status, sub.url, sub.secret, e.type, e.body,
+              CASE WHEN sub.previous_secret_expires_at > clock_timestamp() THEN sub.previous_secret END AS previous_secret,
               EXISTS (SELECT 1 FROM claimed c WHERE c.id = req.id) AS claimed,
               EXISTS (SELECT 1 FROM abandoned a WHERE a.id = req.id) AS abandoned,
               (sub.id IS NULL AND EXISTS (SELECT 1 FROM webhook_subscriptions s WHERE s.id = d.subscription_id)) AS sub_busy,
@@ -130,7 +133,7 @@ export async function claimAttempts(db: Db, requests: readonly AttemptRequest[],
         maxClaims: MAX_CLAIMS_PER_ATTEMPT,
       },
     )
-    .options({ name: 'svc_claim_attempts_v6' });
+    .options({ name: 'svc_claim_attempts_v7' });
   const rows = result.rows as ClaimRow[];
   const byId = new Map(rows.map((row) => [row.req_id, row]));
   return requests.map((request) => toClaimResult(byId.get(request.deliveryId), request.attempt));
@@ -150,6 +153,7 @@ interface ClaimRow {
   sub_status: string | null;
   url: string;
   secret: string;
+  previous_secret: string | null;
   type: string;
   body: string;
   claimed: boolean;
@@ -171,6 +175,7 @@ function toClaimResult(row: ClaimRow | undefined, attempt: number): ClaimResult 
         body: row.body,
         url: row.url,
         secret: row.secret,
+        previousSecret: row.previous_secret,
         attempt,
         lateMs: row.late_ms ?? 0,
       },

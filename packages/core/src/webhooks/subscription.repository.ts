@@ -1,6 +1,6 @@
-import type { DbOrTx } from '../db/knex.js';
+import type { Db, DbOrTx } from '../db/knex.js';
 import { returnedRow } from '../db/tables.js';
-import { NotFoundError } from '../errors.js';
+import { NotFoundError, SubscriptionDisabledError } from '../errors.js';
 import { hotRead, isoUtc, runHotRead } from '../db/hot-read.js';
 import { newId, randomHex } from '../ids.js';
 
@@ -40,8 +40,8 @@ export async function createSubscription(
  * array_to_json rather than row_to_json, and both LIMITs are bound to NULL (LIMIT ALL) so that the
  * prepared statement's generic plan, which counts 10 % of the rows per LIMIT, stays cheaper than
  * any custom plan and is kept instead of re-planned on every execution: with row_to_json and no
- * LIMIT the list fell from 0.81–0.88× its baseline to 0.68–0.71× in alternating runs (ADR 12,
- * webhooks-list-plan.test). The aggregate's ORDER BY is what guarantees the order.
+ * LIMIT the list was slower in each of 5 alternating pairs, 0.68–0.78× its baseline against
+ * 0.81–0.88× (ADR 12, webhooks-list-plan.test). The aggregate's ORDER BY is what guarantees the order.
  */
 export const LIST_SUBSCRIPTIONS_JSON_SQL = `SELECT '[' || COALESCE(string_agg(q.json, ',' ORDER BY q.created_at DESC, q.id DESC), '') || ']' AS json FROM (
        SELECT w.json, w.created_at, w.id FROM (
@@ -125,5 +125,90 @@ export async function deleteSubscriptionRows(
       deliveryId: row.id,
       attempt: row.attempt_count + 1,
     }));
+  });
+}
+
+/** The longest overlap a rotation may give the old secret: 7 days. */
+export const MAX_ROTATION_OVERLAP_SECONDS = 7 * 24 * 60 * 60;
+export const DEFAULT_ROTATION_OVERLAP_SECONDS = 24 * 60 * 60;
+
+export interface RotatedSecret {
+  id: string;
+  secret: string;
+  /** When the replaced secret stops signing; null when the rotation gave it no overlap. */
+  previousSecretExpiresAt: Date | null;
+}
+
+/**
+ * Gives a subscription a new CSPRNG secret, the only time it leaves the database. The secret it
+ * replaces keeps signing beside it (webhook-signature) for `overlapSeconds`; a rotation during an
+ * overlap ends the older one, so at most two secrets ever sign. The attempts already claimed keep
+ * the secrets they were claimed with; every later attempt is signed with the new one. An
+ * auto-disabled subscription can be rotated too (it sends nothing either way). NotFoundError for
+ * another account's id, an unknown id or one being revoked.
+ */
+export async function rotateSubscriptionSecret(db: DbOrTx, accountId: string, subscriptionId: string, overlapSeconds: number): Promise<RotatedSecret> {
+  const [row] = await db('webhook_subscriptions')
+    .where({ id: subscriptionId, account_id: accountId })
+    .whereIn('status', ['active', 'disabled'])
+    .update({
+      previous_secret: overlapSeconds > 0 ? db.raw('secret') : null,
+      previous_secret_expires_at: overlapSeconds > 0 ? db.raw('clock_timestamp() + make_interval(secs => ?)', [overlapSeconds]) : null,
+      secret: randomHex(SECRET_BYTES),
+    })
+    .returning(['id', 'secret', 'previous_secret_expires_at']);
+  if (!row) throw new NotFoundError('No webhook subscription with this id exists in your account.');
+  return { id: row.id, secret: row.secret, previousSecretExpiresAt: row.previous_secret_expires_at };
+}
+
+/** A subscription as the API lists it (spec §4.4), never the secret. */
+export interface SubscriptionListing {
+  id: string;
+  url: string;
+  events: string[];
+  createdAt: Date;
+  lastDeliveryAt: Date | null;
+  failureCount: number;
+  status: 'active' | 'disabled';
+}
+
+/**
+ * Changes a subscription's url and/or events; its history, failure count and secret stay. The
+ * attempts already queued go to the new url (each reads the subscription when it is claimed).
+ * SubscriptionDisabledError for an auto-disabled subscription, which stays disabled and unchanged;
+ * NotFoundError for another account's id, an unknown id or one being revoked.
+ */
+export async function updateSubscription(
+  db: Db,
+  accountId: string,
+  subscriptionId: string,
+  input: { url?: string; events?: readonly string[] },
+): Promise<SubscriptionListing> {
+  return db.transaction(async (tx) => {
+    // FOR UPDATE, as a revocation takes it: a PATCH and a DELETE of one subscription run one after the other.
+    const found = await tx('webhook_subscriptions')
+      .where({ id: subscriptionId, account_id: accountId })
+      .whereIn('status', ['active', 'disabled'])
+      .forUpdate()
+      .first('status');
+    if (!found) throw new NotFoundError('No webhook subscription with this id exists in your account.');
+    if (found.status === 'disabled') {
+      throw new SubscriptionDisabledError('This webhook subscription was disabled after repeated failures and never resumes; create a new one instead.');
+    }
+    const row = returnedRow(
+      await tx('webhook_subscriptions')
+        .where({ id: subscriptionId })
+        .update({ ...(input.url === undefined ? {} : { url: input.url }), ...(input.events === undefined ? {} : { events: [...input.events] }) })
+        .returning(['id', 'url', 'events', 'created_at', 'last_delivery_at', 'failure_count', 'status']),
+    );
+    return {
+      id: row.id,
+      url: row.url,
+      events: row.events,
+      createdAt: row.created_at,
+      lastDeliveryAt: row.last_delivery_at,
+      failureCount: row.failure_count,
+      status: row.status as 'active' | 'disabled',
+    };
   });
 }

@@ -1,0 +1,62 @@
+import { createHash } from 'node:crypto';
+import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import { InvalidIdempotencyKeyError, type Db, type Logger } from '@svc/core';
+import { accountOf } from '../auth/authenticate.js';
+
+/** 1–255 printable ASCII characters (space included, as in the header's value). */
+const KEY_SHAPE = /^[\x20-\x7E]{1,255}$/;
+
+/** The SHA-256 of a request's decoded body, noted by the body parser's verify (absent: no body was read). */
+export function noteBodyDigest(res: Response, body: Buffer): void {
+  res.locals.bodySha256 = createHash('sha256').update(body).digest('hex');
+}
+
+/** What makes two requests "the same" for a key: method, path and the body's bytes. */
+function fingerprintOf(req: Request, res: Response): string {
+  const body = (res.locals.bodySha256 as string | undefined) ?? createHash('sha256').digest('hex');
+  return createHash('sha256').update(`${req.method}\n${req.baseUrl}${req.path}\n${body}`).digest('hex');
+}
+
+/**
+ * `Idempotency-Key` on a POST or PATCH of /api/v1 (docs/api-behaviour.md, "Retrying a POST or
+ * PATCH"): placed after a route's body parser and before its handler. Without the header it does
+ * nothing. With it, the first request is answered as usual and its answer (status and JSON body,
+ * any status but a 5xx) stored for 24 hours; the same request again gets that answer with
+ * `Idempotent-Replayed: true` and does nothing else. The answer is stored before it is sent, so a
+ * client that got it can only ever get it again. A 5xx, or a connection gone before an answer,
+ * lets go of the key: a retry runs afresh.
+ */
+export function idempotentRequest(deps: { db: Db; logger: Pick<Logger, 'warn'> }): RequestHandler {
+  return async function idempotentRequest(req: Request, res: Response, next: NextFunction): Promise<void> {
+    const headers = req.headers['idempotency-key'];
+    if (headers === undefined) return next();
+    const key = Array.isArray(headers) ? undefined : headers;
+    if (key === undefined || !KEY_SHAPE.test(key) || req.rawHeaders.filter((_, i) => i % 2 === 0 && /^idempotency-key$/i.test(req.rawHeaders[i]!)).length > 1) {
+      throw new InvalidIdempotencyKeyError('The Idempotency-Key header must be given once, as 1 to 255 printable ASCII characters (a UUID, say).');
+    }
+    const keys = accountOf(res, deps.db).idempotency;
+    const started = await keys.start(key, fingerprintOf(req, res));
+    if (started.kind === 'replay') {
+      res.status(started.status).set('Idempotent-Replayed', 'true').type('application/json').send(started.body);
+      return;
+    }
+    let settled = false;
+    const settle = (work: () => Promise<void>) => {
+      settled = true;
+      return work().catch((error: Error) => {
+        deps.logger.warn('could not store the answer of an idempotent request; a retry with its key waits until the key is let go', { error: error.message });
+      });
+    };
+    const json = res.json.bind(res);
+    res.json = (body: unknown) => {
+      const status = res.statusCode;
+      void settle(() => (status >= 500 ? keys.abandon(key) : keys.finish(key, status, JSON.stringify(body)))).then(() => json(body));
+      return res;
+    };
+    // A 5xx is sent as plain text, and a connection may go before any answer: let go of the key.
+    res.on('close', () => {
+      if (!settled) void settle(() => keys.abandon(key));
+    });
+    next();
+  };
+}
