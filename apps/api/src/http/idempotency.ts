@@ -23,8 +23,10 @@ function fingerprintOf(req: Request, res: Response): string {
  * nothing. With it, the first request is answered as usual and its answer (status and JSON body,
  * any status but a 5xx) stored for 24 hours; the same request again gets that answer with
  * `Idempotent-Replayed: true` and does nothing else. The answer is stored before it is sent, so a
- * client that got it can only ever get it again. A 5xx, or a connection gone before an answer,
- * lets go of the key: a retry runs afresh.
+ * client that got it can only ever get it again. A request whose client went away still runs to
+ * its end and stores its answer, which the client's retry then gets (the lost-response case the
+ * key exists for). A 5xx lets go of the key: a retry runs afresh. A process that dies mid-request
+ * leaves the key held until its lease ends.
  */
 export function idempotentRequest(deps: { db: Db; logger: Pick<Logger, 'warn'> }): RequestHandler {
   return async function idempotentRequest(req: Request, res: Response, next: NextFunction): Promise<void> {
@@ -48,15 +50,18 @@ export function idempotentRequest(deps: { db: Db; logger: Pick<Logger, 'warn'> }
       });
     };
     const json = res.json.bind(res);
+    const send = res.send.bind(res);
     res.json = (body: unknown) => {
       const status = res.statusCode;
       void settle(() => (status >= 500 ? keys.abandon(key) : keys.finish(key, status, JSON.stringify(body)))).then(() => json(body));
       return res;
     };
-    // A 5xx is sent as plain text, and a connection may go before any answer: let go of the key.
-    res.on('close', () => {
-      if (!settled) void settle(() => keys.abandon(key));
-    });
+    // The bare 5xx is sent as plain text, not through res.json: let go of the key first.
+    res.send = (body?: unknown) => {
+      if (settled || res.statusCode < 500) return send(body);
+      void settle(() => keys.abandon(key)).then(() => send(body));
+      return res;
+    };
     next();
   };
 }
