@@ -1,6 +1,6 @@
 import type { DeliveryAttemptSummary, DeliveryDetail, DeliverySummary } from '@svc/core';
+import { iso } from '../http/iso.js';
 
-const iso = (date: Date | null): string | null => (date ? date.toISOString() : null);
 
 function presentAttempt(attempt: DeliveryAttemptSummary) {
   return {

@@ -4,8 +4,8 @@ import { accountOf, requireScope } from '../auth/authenticate.js';
 import { validateQuery } from '../http/openapi-validators.js';
 import { requireIdShape } from '../http/path-params.js';
 import { decodeHistoryCursor, encodeHistoryCursor } from './history-cursor.js';
+import { iso } from '../http/iso.js';
 
-const iso = (date: Date | null) => (date ? date.toISOString() : null);
 
 function presentHistoryScan(scan: HistoryScan) {
   return {

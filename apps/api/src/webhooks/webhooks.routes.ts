@@ -5,6 +5,7 @@ import { idempotentRequest, noteBodyDigest } from '../http/idempotency.js';
 import { sendJsonText } from '../http/json-text.js';
 import { requireIdShape } from '../http/path-params.js';
 import { validateBody } from '../http/openapi-validators.js';
+import { iso } from '../http/iso.js';
 
 /**
  * Bodies past this get 413. Far above what a subscription needs, so that an over-long url is
@@ -64,7 +65,6 @@ function parseRecovery(body: unknown): { since: Date; until: Date; dryRun: boole
   return { since, until, dryRun: input.dryRun === true };
 }
 
-const iso = (date: Date | null) => (date ? date.toISOString() : null);
 
 function presentSubscription(sub: SubscriptionListing) {
   return {
