@@ -14,7 +14,7 @@ body{margin:0}
 .brand{font-weight:600}
 .skip{position:absolute;left:-10000px}
 .skip:focus{position:static}
-main{max-width:72rem;margin:0 auto;padding:1rem}
+main{max-width:72rem;margin:0 auto;padding:1rem;overflow-wrap:break-word}
 h1{font-size:1.6rem;margin:.5rem 0 1rem}
 h2{font-size:1.2rem;margin:1.5rem 0 .5rem}
 a{color:#0b4fa8}
@@ -36,7 +36,7 @@ button.danger{background:#fff;color:#a40e26;border-color:#a40e26}
 .once{background:#fff8c5;border:1px solid #d4a72c;padding:.5rem 1rem;border-radius:4px}
 .secret{display:flex;flex-wrap:wrap;gap:.5rem;align-items:center}
 .secret code{word-break:break-all;background:#fff;padding:.25rem .5rem;border:1px solid #d4a72c;border-radius:4px}
-.table-wrap{overflow-x:auto;max-width:100%}
+.table-wrap{position:relative;overflow-x:auto;max-width:100%}
 table{border-collapse:collapse;width:100%;min-width:32rem}
 th,td{text-align:left;vertical-align:top;padding:.4rem .5rem;border-bottom:1px solid #d0d7de}
 td form{margin:0}

@@ -156,7 +156,7 @@ export function apiKeysPage(input: {
       ${
         input.keys.length === 0
           ? html`<p>No keys yet.</p>`
-          : html`<div class="table-wrap" role="region" aria-labelledby="keys-heading" tabindex="0">
+          : html`<div class="table-wrap" role="region" aria-label="Table of your keys" tabindex="0">
       <table>
         <thead><tr><th scope="col">Name</th><th scope="col">Key</th><th scope="col">Scopes</th><th scope="col">Created</th><th scope="col">Last used</th><th scope="col">State</th><th scope="col"><span class="visually-hidden">Actions</span></th></tr></thead>
         <tbody>${rows}</tbody>
@@ -255,7 +255,7 @@ export function webhooksPage(input: {
       ${
         input.subscriptions.length === 0
           ? html`<p>No webhooks yet.</p>`
-          : html`<div class="table-wrap" role="region" aria-labelledby="webhooks-heading" tabindex="0">
+          : html`<div class="table-wrap" role="region" aria-label="Table of your webhooks" tabindex="0">
       <table>
         <thead><tr><th scope="col">URL</th><th scope="col">Events</th><th scope="col">Last delivery</th><th scope="col">Failures</th><th scope="col">State</th><th scope="col"><span class="visually-hidden">Actions</span></th></tr></thead>
         <tbody>${rows}</tbody>
@@ -341,7 +341,7 @@ export function deliveryLogPage(input: {
     session: input.session,
     section: 'webhooks',
     body: html`<h1>Delivery log</h1>
-    <p>Webhook <code>${sub.id}</code> to <strong>${sub.url}</strong> (${eventsText(sub.events)}; ${sub.status === 'active' ? 'active' : 'disabled'}, ${sub.failureCount} failures). Newest deliveries first.</p>
+    <p>Webhook <code>${sub.id}</code> to <strong>${sub.url}</strong> (${eventsText(sub.events)}; ${sub.status === 'active' ? 'active' : 'disabled'}, ${sub.failureCount} ${sub.failureCount === 1 ? 'failure' : 'failures'}). Newest deliveries first.</p>
     ${input.notice ? html`<p class="notice" role="status">${input.notice}</p>` : ''}
     ${input.deliveries.length === 0 ? html`<p>No deliveries${input.firstPage ? ' yet' : ' on this page'}.</p>` : input.deliveries.map((d) => deliveryArticle(input.session, sub.id, d))}
     ${pager}
