@@ -374,7 +374,7 @@ describe('an owner in Settings', () => {
       expect(status).toBe(201);
       expect(secret).toMatch(/^[0-9a-f]{64}$/);
       expect(row).toMatchObject({ url, events: ['scan.completed'], secret, status: 'active' });
-      expect(await rowOf(page, url)).toEqual({ URL: url, Events: 'scan.completed', 'Last delivery': 'Never', Failures: '0', State: 'Active', Actions: 'Delete' });
+      expect(await rowOf(page, url)).toEqual({ URL: url, Events: 'scan.completed', 'Last delivered': 'Never', Failures: '0', State: 'Active', Actions: 'Delete' });
       await navigation(page, () => page.getByRole('link', { name: 'Webhooks' }).click());
       expect(await page.content()).not.toContain(secret);
       expect(await rowNames(page)).toEqual([url]);
@@ -418,7 +418,7 @@ describe('an owner in Settings', () => {
 
       await navigation(page, () => page.getByRole('link', { name: 'Back to webhooks' }).click());
       const listed = await rowOf(page, url);
-      expect(listed['Last delivery']).toMatch(WHEN);
+      expect(listed['Last delivered']).toMatch(WHEN);
       const rowLocator = page.getByRole('row').filter({ has: page.getByRole('rowheader', { name: url }) });
       await navigation(page, () => rowLocator.getByRole('button', { name: 'Delete' }).click());
       const confirm = await heading1(page);

@@ -44,13 +44,24 @@ async function signIn(accountId: string) {
     cookie,
     csrf,
     get: (path: string) => request(api.app).get(path).set('Cookie', cookie),
-    post: (path: string, form: Record<string, string | string[]>, withCsrf = true) =>
-      request(api.app)
+    /** A POST as the page's form sends it; a create form's single-use token is read from a fresh page unless given. */
+    post: async (path: string, form: Record<string, string | string[]>, withCsrf = true) => {
+      const once: Record<string, string> = CREATE_FORMS.includes(path) && form._form === undefined ? { _form: await formToken(cookie, path) } : {};
+      return request(api.app)
         .post(path)
         .set('Cookie', cookie)
         .type('form')
-        .send(formBody({ ...form, ...(withCsrf ? { _csrf: csrf } : {}) })),
+        .send(formBody({ ...form, ...once, ...(withCsrf ? { _csrf: csrf } : ({} as Record<string, string>)) }));
+    },
   };
+}
+
+const CREATE_FORMS = ['/settings/api-keys', '/settings/webhooks'];
+
+/** The single-use token of the create form on a freshly rendered page. */
+async function formToken(cookie: string, path: string): Promise<string> {
+  const page = await request(api.app).get(path).set('Cookie', cookie);
+  return /name="_form" value="([^"]+)"/.exec(page.text)![1]!;
 }
 
 /** An urlencoded form as a browser sends it: a list field once per value. */
@@ -263,6 +274,26 @@ describe('API keys in Settings', () => {
     expect(await listApiKeys(h.db, accountId)).toEqual([expect.objectContaining({ id, name: 'Keep', revokedAt: null })]);
   });
 
+  it('creates nothing a second time when the same form is sent again (a reload, Back then Forward): 409 with the list', async () => {
+    const accountId = await newOwner();
+    const owner = await signIn(accountId);
+    const token = await formToken(owner.cookie, '/settings/api-keys');
+    const hookToken = await formToken(owner.cookie, '/settings/webhooks');
+
+    const first = await owner.post('/settings/api-keys', { name: 'Once', scopes: ['read:sites'], _form: token });
+    const again = await owner.post('/settings/api-keys', { name: 'Once', scopes: ['read:sites'], _form: token });
+    const forged = await owner.post('/settings/api-keys', { name: 'Once', scopes: ['read:sites'], _form: 'not-a-token' });
+    const hook = await owner.post('/settings/webhooks', { url: 'https://hooks.example.com/once', events: ['*'], _form: hookToken });
+    const hookAgain = await owner.post('/settings/webhooks', { url: 'https://hooks.example.com/once', events: ['*'], _form: hookToken });
+
+    expect([first.status, again.status, forged.status, hook.status, hookAgain.status]).toEqual([201, 409, 409, 201, 409]);
+    expect(again.text).toContain('This form was already sent, so nothing new was created.');
+    expect(again.text).not.toContain('id="new-key"');
+    expect(hookAgain.text).not.toContain('id="new-secret"');
+    expect(await listApiKeys(h.db, accountId)).toHaveLength(1);
+    expect(await h.db('webhook_subscriptions').where({ account_id: accountId })).toHaveLength(1);
+  });
+
   it('answers the 404 page for another account’s key, and leaves it alone', async () => {
     const victim = await newOwner();
     const { id } = await createApiKey(h.db, victim, { name: 'Theirs', scopes: ['read:sites'] });
@@ -354,6 +385,9 @@ describe('webhooks in Settings', () => {
     ];
 
     expect(statuses).toEqual([404, 404, 404, 404, 404]);
+    const unknown = await owner.get('/settings/no-such-page');
+    expect(unknown.text).toContain('Sign out');
+    expect(unknown.text).toContain('href="/settings/api-keys"');
     expect(await h.db('webhook_subscriptions').where({ id: sub.id })).toHaveLength(1);
   });
 });

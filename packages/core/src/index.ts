@@ -51,6 +51,8 @@ export {
   endSettingsSession,
   settingsCsrfToken,
   isSettingsCsrfToken,
+  newSettingsFormToken,
+  useSettingsFormToken,
   SETTINGS_SESSION_IDLE_MS,
   SETTINGS_SESSION_LIFETIME_MS,
   SETTINGS_SIGN_IN_PATH,

@@ -134,7 +134,7 @@ export const webhooks: OpenApiModule = {
         url: { type: 'string' },
         events: { type: 'array', items: { type: 'string' } },
         createdAt: ref('schemas', 'Timestamp'),
-        lastDeliveryAt: { oneOf: [ref('schemas', 'Timestamp'), { type: 'null' }], description: 'null before the first delivery.' },
+        lastDeliveryAt: { oneOf: [ref('schemas', 'Timestamp'), { type: 'null' }], description: 'The time of the latest successful delivery; null before the first.' },
         failureCount: { type: 'integer', minimum: 0, description: 'Deliveries that exhausted all 7 attempts since the last success.' },
         status: { type: 'string', enum: ['active', 'disabled'], description: '`disabled` after 100 failed deliveries (spec §3.2).' },
       },

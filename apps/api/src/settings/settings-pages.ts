@@ -1,4 +1,4 @@
-import { EVENT_TYPES, SCOPES, WILDCARD_EVENT, type ApiKeyListing, type DeliveryDetail } from '@svc/core';
+import { EVENT_TYPES, newSettingsFormToken, SCOPES, WILDCARD_EVENT, type ApiKeyListing, type DeliveryDetail } from '@svc/core';
 import { html, type SafeHtml } from './html.js';
 
 /** What every signed-in page needs: the session's CSRF token for its forms. */
@@ -16,6 +16,12 @@ const when = (date: Date | string | null): SafeHtml | string => {
 };
 
 const csrfField = (session: PageSession) => html`<input type="hidden" name="_csrf" value="${session.csrf}">`;
+/** A create form's single-use token: sent again (a reload, Back then Forward), the form creates nothing. */
+const onceField = () => html`<input type="hidden" name="_form" value="${newSettingsFormToken()}">`;
+/** A page whose form came back with an error says so first in its title. */
+const titleOf = (title: string, errors: object) => (Object.values(errors).some(Boolean) ? `Error: ${title}` : title);
+/** The first field in error takes the focus, so a keyboard or screen-reader user lands on it. */
+const focusIf = (first: boolean) => (first ? html` autofocus` : '');
 
 /** The frame of every page: one h1, the section links and "Sign out" when signed in. */
 export function layout(input: { title: string; session?: PageSession; section?: Section; body: SafeHtml }): SafeHtml {
@@ -127,7 +133,7 @@ export function apiKeysPage(input: {
         </tr>`,
   );
   return layout({
-    title: 'API keys',
+    title: titleOf('API keys', errors),
     session: input.session,
     section: 'api-keys',
     body: html`<h1>API keys</h1>
@@ -137,15 +143,15 @@ export function apiKeysPage(input: {
     <section aria-labelledby="create-key-heading">
       <h2 id="create-key-heading">Create a key</h2>
       <form method="post" action="/settings/api-keys" novalidate>
-        ${csrfField(input.session)}
+        ${csrfField(input.session)}${onceField()}
         <div class="field">
           <label for="key-name">Name</label>
-          <input id="key-name" name="name" type="text" autocomplete="off" value="${form.name ?? ''}"${describedBy('key-name-error', errors.name)}>
+          <input id="key-name" name="name" type="text" autocomplete="off" value="${form.name ?? ''}"${describedBy('key-name-error', errors.name)}${focusIf(Boolean(errors.name))}>
           ${fieldError('key-name-error', errors.name)}
         </div>
         <fieldset${describedBy('scopes-error', errors.scopes)}>
           <legend>Scopes</legend>
-          ${SCOPES.map((scope) => html`<label class="check"><input type="checkbox" name="scopes" value="${scope}"${checked.has(scope) ? html` checked` : ''}> ${scope}</label>`)}
+          ${SCOPES.map((scope, i) => html`<label class="check"><input type="checkbox" name="scopes" value="${scope}"${checked.has(scope) ? html` checked` : ''}${focusIf(i === 0 && !errors.name && Boolean(errors.scopes))}> ${scope}</label>`)}
           ${fieldError('scopes-error', errors.scopes)}
         </fieldset>
         <button type="submit">Create key</button>
@@ -224,7 +230,7 @@ export function webhooksPage(input: {
         </tr>`,
   );
   return layout({
-    title: 'Webhooks',
+    title: titleOf('Webhooks', errors),
     session: input.session,
     section: 'webhooks',
     body: html`<h1>Webhooks</h1>
@@ -234,16 +240,16 @@ export function webhooksPage(input: {
     <section aria-labelledby="create-webhook-heading">
       <h2 id="create-webhook-heading">Create a webhook</h2>
       <form method="post" action="/settings/webhooks" novalidate>
-        ${csrfField(input.session)}
+        ${csrfField(input.session)}${onceField()}
         ${errors.form ? html`<p class="error" role="alert">${errors.form}</p>` : ''}
         <div class="field">
           <label for="webhook-url">URL</label>
-          <input id="webhook-url" name="url" type="url" inputmode="url" autocomplete="off" placeholder="https://" value="${form.url ?? ''}"${describedBy('webhook-url-error', errors.url)}>
+          <input id="webhook-url" name="url" type="url" inputmode="url" autocomplete="off" placeholder="https://" value="${form.url ?? ''}"${describedBy('webhook-url-error', errors.url)}${focusIf(Boolean(errors.url))}>
           ${fieldError('webhook-url-error', errors.url)}
         </div>
         <fieldset${describedBy('events-error', errors.events)}>
           <legend>Events</legend>
-          <label class="check"><input type="checkbox" name="events" value="${WILDCARD_EVENT}"${checked.has(WILDCARD_EVENT) ? html` checked` : ''}> All events</label>
+          <label class="check"><input type="checkbox" name="events" value="${WILDCARD_EVENT}"${checked.has(WILDCARD_EVENT) ? html` checked` : ''}${focusIf(!errors.url && Boolean(errors.events))}> All events</label>
           ${EVENT_TYPES.map((type) => html`<label class="check"><input type="checkbox" name="events" value="${type}"${checked.has(type) ? html` checked` : ''}> ${type}</label>`)}
           ${fieldError('events-error', errors.events)}
         </fieldset>
@@ -257,7 +263,7 @@ export function webhooksPage(input: {
           ? html`<p>No webhooks yet.</p>`
           : html`<div class="table-wrap" role="region" aria-label="Table of your webhooks" tabindex="0">
       <table>
-        <thead><tr><th scope="col">URL</th><th scope="col">Events</th><th scope="col">Last delivery</th><th scope="col">Failures</th><th scope="col">State</th><th scope="col"><span class="visually-hidden">Actions</span></th></tr></thead>
+        <thead><tr><th scope="col">URL</th><th scope="col">Events</th><th scope="col">Last delivered</th><th scope="col">Failures</th><th scope="col">State</th><th scope="col"><span class="visually-hidden">Actions</span></th></tr></thead>
         <tbody>${rows}</tbody>
       </table>
       </div>`

@@ -1,5 +1,6 @@
 import express, { Router, type ErrorRequestHandler, type NextFunction, type Request, type RequestHandler, type Response } from 'express';
 import {
+  ConflictError,
   CsrfError,
   DomainError,
   endSettingsSession,
@@ -12,6 +13,7 @@ import {
   SETTINGS_SESSION_LIFETIME_MS,
   SettingsSessionError,
   settingsCsrfToken,
+  useSettingsFormToken,
   ValidationError,
   type AccountRepositories,
   type Db,
@@ -131,11 +133,17 @@ export function settingsRoutes(deps: SettingsDeps): Router {
   const secure = deps.publicBaseUrl.startsWith('https:');
   const form = express.urlencoded({ extended: false, limit: '16kb', parameterLimit: 50 });
 
-  const requireSession: RequestHandler = async (req, res, next) => {
+  /** The request's live session, if its cookie names one (noted for the page and its forms). */
+  const findSession = async (req: Request, res: Response): Promise<SettingsSession | undefined> => {
     const token = readCookie(req, COOKIE);
     const found = token === undefined ? undefined : await findSettingsSession(deps.db, token);
-    if (!found || token === undefined) throw new SettingsSessionError('Your Settings session has ended. Open Settings again from your account to sign in.');
-    res.locals.settings = { accountId: found.accountId, token, csrf: settingsCsrfToken(token) } satisfies SettingsSession;
+    if (!found || token === undefined) return undefined;
+    const session: SettingsSession = { accountId: found.accountId, token, csrf: settingsCsrfToken(token) };
+    res.locals.settings = session;
+    return session;
+  };
+  const requireSession: RequestHandler = async (req, res, next) => {
+    if (!(await findSession(req, res))) throw new SettingsSessionError('Your Settings session has ended. Open Settings again from your account to sign in.');
     next();
   };
   const requireCsrf: RequestHandler = (req, res, next) => {
@@ -146,6 +154,13 @@ export function settingsRoutes(deps: SettingsDeps): Router {
   };
   /** A change: its form is read, then refused unless it carries the session's CSRF token. */
   const change = [form, requireSession, requireCsrf];
+  /** A create form is sent once: the same form again (a reload, Back then Forward) creates nothing. */
+  const once: RequestHandler = async (req, res, next) => {
+    if (!(await useSettingsFormToken(deps.db, sessionOf(res).token, (req.body as Record<string, unknown>)._form))) {
+      throw new ConflictError('This form was already sent, so nothing new was created. What it created is listed below; a key or secret is shown only once.');
+    }
+    next();
+  };
 
   router.use('/settings', (_req, res, next) => {
     res.set(SECURITY_HEADERS);
@@ -176,6 +191,7 @@ export function settingsRoutes(deps: SettingsDeps): Router {
   router.post(
     '/settings/api-keys',
     ...change,
+    once,
     async (req: Request, res: Response) => {
       const body = req.body as Record<string, unknown>;
       const repos = accountOf(res, deps.db);
@@ -183,6 +199,10 @@ export function settingsRoutes(deps: SettingsDeps): Router {
       send(res, apiKeysPage({ session: sessionOf(res), keys: await repos.keys.list(), created: { key: created.key, name: created.name } }), 201);
     },
     formErrors(async (error, req, res) => {
+      if (error instanceof ConflictError) {
+        send(res, apiKeysPage({ session: sessionOf(res), keys: await accountOf(res, deps.db).keys.list(), notice: error.message }), 409);
+        return true;
+      }
       if (!(error instanceof InputError) || (error.field !== 'name' && error.field !== 'scopes')) return false;
       const body = req.body as Record<string, unknown>;
       const keyForm: KeyForm = { name: textOf(body.name), scopes: listOf(body.scopes), errors: { [error.field]: sentence(error.message) } };
@@ -209,6 +229,7 @@ export function settingsRoutes(deps: SettingsDeps): Router {
   router.post(
     '/settings/webhooks',
     ...change,
+    once,
     async (req: Request, res: Response) => {
       const body = req.body as Record<string, unknown>;
       const repos = accountOf(res, deps.db);
@@ -217,6 +238,11 @@ export function settingsRoutes(deps: SettingsDeps): Router {
       send(res, webhooksPage({ session: sessionOf(res), subscriptions, created: { url: sub.url, secret: sub.secret } }), 201);
     },
     formErrors(async (error, req, res) => {
+      if (error instanceof ConflictError) {
+        const subscriptions = JSON.parse(await accountOf(res, deps.db).webhooks.listJson()) as ListedSubscription[];
+        send(res, webhooksPage({ session: sessionOf(res), subscriptions, notice: error.message }), 409);
+        return true;
+      }
       if (!(error instanceof ValidationError)) return false;
       const body = req.body as Record<string, unknown>;
       const field = error.code === 'invalid_url' ? 'url' : error.code === 'invalid_events' ? 'events' : 'form';
@@ -273,7 +299,9 @@ export function settingsRoutes(deps: SettingsDeps): Router {
     send(res, messagePage({ title: 'Signed out', message: 'You are signed out of Settings. Open Settings again from your account to sign in.' }));
   });
 
-  router.use('/settings', (req) => {
+  // Signed in or not, an unknown page is the 404 page; signed in, with the way back.
+  router.use('/settings', async (req, res) => {
+    await findSession(req, res);
     throw new NotFoundError(`There is no page ${req.path} in Settings.`);
   });
   router.use('/settings', settingsErrorPage());

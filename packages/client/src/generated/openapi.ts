@@ -580,7 +580,7 @@ export interface components {
             url: string;
             events: string[];
             createdAt: components["schemas"]["Timestamp"];
-            /** @description null before the first delivery. */
+            /** @description The time of the latest successful delivery; null before the first. */
             lastDeliveryAt: components["schemas"]["Timestamp"] | null;
             /** @description Deliveries that exhausted all 7 attempts since the last success. */
             failureCount: number;

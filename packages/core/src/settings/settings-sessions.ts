@@ -135,3 +135,22 @@ export function isSettingsCsrfToken(sessionToken: string, presented: unknown): b
   const given = Buffer.from(presented);
   return given.length === expected.length && timingSafeEqual(given, expected);
 }
+
+/** A new single-use token for one rendering of a create form. */
+export function newSettingsFormToken(): string {
+  return randomBytes(18).toString('base64url');
+}
+
+/**
+ * Marks a create form's token used by this session: true the first time, false when the form was
+ * sent before (a reload, Back then Forward) or the token is not one a form carries, so the
+ * caller creates nothing a second time.
+ */
+export async function useSettingsFormToken(db: Db, sessionToken: string, formToken: unknown): Promise<boolean> {
+  if (typeof formToken !== 'string' || !/^[A-Za-z0-9_-]{24}$/.test(formToken)) return false;
+  const inserted = await db.raw(
+    'INSERT INTO settings_used_forms (session_hash, form_token) VALUES (?, ?) ON CONFLICT DO NOTHING RETURNING 1',
+    [hashApiKey(sessionToken), formToken],
+  );
+  return (inserted.rows as unknown[]).length > 0;
+}
