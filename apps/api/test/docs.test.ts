@@ -1,24 +1,13 @@
-import { existsSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { chromium, type Browser } from 'playwright-core';
+import { type Browser } from 'playwright-core';
 import request from 'supertest';
 import { seedAccount } from '@svc/core/testing';
 import { openApiDocument } from '../src/openapi/document.js';
 import { bearer, createTestApi, type TestApi } from './support.js';
+import { launchChromium } from './browser.js';
 
-/** Debian's chromium (.ci/run installs it); no browser is downloaded. */
-const CHROMIUM = '/usr/bin/chromium';
-const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-  '--no-first-run',
-];
 
 let api: TestApi;
 
@@ -61,11 +50,10 @@ describe('/docs in a real browser', () => {
   let origin: string;
 
   beforeAll(async () => {
-    if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium (.ci/run does it)`);
     server = createServer(api.app);
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-    browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS, headless: true });
+    browser = await launchChromium();
   });
   afterAll(async () => {
     await browser?.close();

@@ -1,16 +1,17 @@
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { chromium, type Browser, type BrowserContext, type BrowserContextOptions, type Page, type Request } from 'playwright-core';
+import { type Browser, type BrowserContext, type BrowserContextOptions, type Page, type Request } from 'playwright-core';
 import { completeScan } from '@svc/core';
 import { createApiKey, createSettingsLink, createSubscription, listApiKeys } from '@svc/core/operator';
 import { uniqueTag, waitFor } from '@svc/core/testing';
 import { createHarness, seedTenant, waitForDelivery, type DeliveryRow, type Harness } from '@svc/dispatcher/test-support';
 import { apiOn } from './delivery-stories.js';
 import type { TestApi } from './support.js';
+import { launchChromium } from './browser.js';
 
 /**
  * Settings as its owner meets it: Debian's chromium (.ci/run installs it; no browser is
@@ -19,16 +20,6 @@ import type { TestApi } from './support.js';
  * with axe-core (ADR 14). SETTINGS_SCREENSHOTS_DIR=<dir> also writes a PNG of the main pages
  * there (docs/images/settings).
  */
-const CHROMIUM = '/usr/bin/chromium';
-const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-  '--no-first-run',
-];
 const SCREENSHOTS_DIR = process.env.SETTINGS_SCREENSHOTS_DIR;
 /** axe-core's browser build, evaluated in the page (this file is compiled without the DOM's types). */
 const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
@@ -46,7 +37,6 @@ let origin: string;
 let direct: string;
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium (.ci/run does it)`);
   // The harness's fast schedule: all 7 attempts within a second or two.
   h = await createHarness();
   h.startDispatcher();
@@ -56,7 +46,7 @@ beforeAll(async () => {
   const { port } = server.address() as AddressInfo;
   origin = `http://localhost:${port}`;
   direct = `http://127.0.0.1:${port}`;
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS, headless: true });
+  browser = await launchChromium();
 });
 afterAll(async () => {
   await browser?.close();
