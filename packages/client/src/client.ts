@@ -10,8 +10,13 @@ import type {
   ScanHistoryEntry,
   SiteDetail,
   SiteSummary,
+  RecoverWebhookRequest,
+  RotatedSecret,
+  RotateWebhookSecretRequest,
   SubscriptionCreated,
   SubscriptionListing,
+  UpdateWebhookRequest,
+  WebhookRecovery,
 } from './types.js';
 
 export type ClientOptions = TransportOptions;
@@ -22,6 +27,12 @@ export interface ScanHistoryQuery {
   /** Page size, 1..100 (default 100). */
   limit?: number;
 }
+
+/** `overlapSeconds` (0..604800; default, server side, 86400): how long the replaced secret keeps signing beside the new one. */
+export type RotateSecretOptions = RotateWebhookSecretRequest;
+
+/** The failure window, `since` included and `until` (default: now) excluded, as Dates or ISO 8601 strings with an offset; `dryRun` only counts. */
+export type RecoverOptions = Omit<RecoverWebhookRequest, 'since' | 'until'> & { since: Date | string; until?: Date | string };
 
 export interface DeliveryLogQuery {
   status?: DeliveryStatus;
@@ -84,11 +95,45 @@ export class SiteVisibilityClient {
 
   readonly webhooks = {
     /**
-     * Creates a subscription (spec §4.3). Store `secret` at once: it is never shown again.
-     * Never retried after it may have reached the server. Scope write:webhooks.
+     * Creates a subscription (spec §4.3). Store `secret` (or `standardWebhooksSecret`, the same
+     * key for a Standard Webhooks library) at once: it is never shown again. Retried safely: its
+     * Idempotency-Key makes a retry answer with the subscription the first try made. Scope write:webhooks.
      */
     create: async (input: CreateWebhookRequest, options: RequestOptions = {}): Promise<SubscriptionCreated> =>
       (await this.http.request<{ subscription: SubscriptionCreated }>('POST', '/webhooks', { ...options, body: input })).subscription,
+    /**
+     * Changes a subscription's url, events, or both; its history, failure count and secret stay,
+     * and attempts already queued go to the new url. An auto-disabled subscription is refused
+     * (`subscription_disabled`). Scope write:webhooks.
+     */
+    update: async (subscriptionId: string, input: UpdateWebhookRequest, options: RequestOptions = {}): Promise<SubscriptionListing> =>
+      (await this.http.request<{ subscription: SubscriptionListing }>('PATCH', `/webhooks/${seg(subscriptionId)}`, { ...options, body: input })).subscription,
+    /**
+     * Gives a subscription a new secret, shown only in this answer. Until `previousSecretExpiresAt`
+     * the replaced secret keeps signing beside it (`webhook-signature` carries one signature per
+     * secret; `X-Service-Signature` is made with the new one only), so verify with both meanwhile:
+     * `verifyWebhook(body, headers, [oldSecret, newSecret])`. Scope write:webhooks.
+     */
+    rotateSecret: async (subscriptionId: string, input: RotateSecretOptions = {}, options: RequestOptions = {}): Promise<RotatedSecret> =>
+      (
+        await this.http.request<{ subscription: RotatedSecret }>('POST', `/webhooks/${seg(subscriptionId)}/rotate-secret`, {
+          ...options,
+          body: input.overlapSeconds === undefined ? {} : { overlapSeconds: input.overlapSeconds },
+        })
+      ).subscription,
+    /**
+     * After an outage: sends again, as new deliveries, every delivery of the subscription that
+     * failed for good between `since` and `until` (default now), oldest first, once per event; an
+     * event already pending or delivered again is skipped. At most 10,000 per call
+     * (`recovery_too_large` otherwise: narrow the window). `dryRun` only counts. Scope write:webhooks.
+     */
+    recover: async (subscriptionId: string, input: RecoverOptions, options: RequestOptions = {}): Promise<WebhookRecovery> =>
+      (
+        await this.http.request<{ recovery: WebhookRecovery }>('POST', `/webhooks/${seg(subscriptionId)}/recover`, {
+          ...options,
+          body: { since: iso(input.since), until: iso(input.until), dryRun: input.dryRun },
+        })
+      ).recovery,
     /** Every subscription, newest first, auto-disabled ones included (spec §4.4). Scope read:webhooks. */
     list: async (options: RequestOptions = {}): Promise<SubscriptionListing[]> =>
       (await this.http.request<{ subscriptions: SubscriptionListing[] }>('GET', '/webhooks', options)).subscriptions,
@@ -114,7 +159,7 @@ export class SiteVisibilityClient {
       (await this.http.request<{ delivery: DeliveryDetail }>('GET', `/webhooks/${seg(subscriptionId)}/deliveries/${seg(deliveryId)}`, options)).delivery,
     /**
      * Sends the same event again as a new delivery (new id, same body, 7 attempts of its own).
-     * Never retried after it may have reached the server. Scope write:webhooks.
+     * Retried safely, with one Idempotency-Key for all its tries. Scope write:webhooks.
      */
     redeliver: async (subscriptionId: string, deliveryId: string, options: RequestOptions = {}): Promise<Delivery> =>
       (

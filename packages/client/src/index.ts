@@ -1,4 +1,4 @@
-export { SiteVisibilityClient, type ClientOptions, type ScanHistoryQuery, type DeliveryLogQuery } from './client.js';
+export { SiteVisibilityClient, type ClientOptions, type ScanHistoryQuery, type DeliveryLogQuery, type RotateSecretOptions, type RecoverOptions } from './client.js';
 export { SiteVisibilityError, WebhookVerificationError, type WebhookVerificationReason } from './errors.js';
 export type { RetryInfo, RetryReason, RequestOptions, TransportOptions } from './transport.js';
 export { walkPages, type Page } from './paging.js';

@@ -1,7 +1,11 @@
+import { randomUUID } from 'node:crypto';
 import { SiteVisibilityError } from './errors.js';
 
-/** Why a request is being tried again. */
-export type RetryReason = 'rate_limited' | 'server_error' | 'network_error';
+/**
+ * Why a request is being tried again: a 429, a 5xx, no answer (a refused or dropped connection,
+ * a timeout), or a 409 `idempotency_key_in_use` (the first try of this call is still being answered).
+ */
+export type RetryReason = 'rate_limited' | 'server_error' | 'network_error' | 'idempotency_key_in_use';
 
 /** Passed to `onRetry` before each wait, so callers can log, count or cancel retries. */
 export interface RetryInfo {
@@ -21,7 +25,11 @@ export interface TransportOptions {
   apiKey: string;
   /** Where the service runs, e.g. `https://api.example.com`; a trailing `/api/v1` is accepted too. */
   baseUrl: string;
-  /** Retries of a GET or DELETE after a 5xx or a network failure (spec §7). Default 3. */
+  /**
+   * Retries of a call after a 5xx, a network failure or a timeout (spec §7), and after a 409
+   * `idempotency_key_in_use`. Every method is retried: GET and DELETE because they are safe to
+   * repeat, POST and PATCH because each carries an Idempotency-Key. Default 3.
+   */
   maxRetries?: number;
   /** First backoff step; each retry doubles it, with full jitter. Default 500 ms. */
   retryBaseDelayMs?: number;
@@ -47,11 +55,24 @@ export interface TransportOptions {
 export interface RequestOptions {
   /** Cancels the request and any wait between retries; the promise rejects with the signal's reason. */
   signal?: AbortSignal;
+  /**
+   * POST and PATCH only: the `Idempotency-Key` this call sends on every try, 1–255 printable
+   * ASCII characters. Default: a random UUID per call. Give your own to make a call safe to
+   * repeat across processes (a job that restarts): the same key and body within 24 hours get
+   * the first answer again and change nothing; the same key with another body is refused
+   * (`idempotency_key_reused`).
+   */
+  idempotencyKey?: string;
 }
 
-/** Connection failures that prove the request never reached the server: safe to retry even a POST. */
+/** Connection failures that prove the request never reached the server: safe to retry any method. */
 const NOT_SENT_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN']);
+/** Methods that change nothing when repeated. */
 const IDEMPOTENT = new Set(['GET', 'HEAD', 'DELETE']);
+/** Methods that carry an Idempotency-Key, which makes a repeat of the same call change nothing. */
+const KEYED = new Set(['POST', 'PATCH']);
+/** The API's rule for an Idempotency-Key (its OpenAPI document, parameter IdempotencyKey). */
+const IDEMPOTENCY_KEY_SHAPE = /^[\x20-\x7E]{1,255}$/;
 const DEFAULT_RETRY_AFTER_SECONDS = 60;
 
 interface Envelope {
@@ -60,9 +81,12 @@ interface Envelope {
 }
 
 /**
- * Sends requests the way spec §7 asks a good client to: waits out 429s, retries 5xx and network
- * failures with exponential backoff and jitter (GET and DELETE only: a POST is never sent twice
- * once it may have reached the server), and turns every failure into one SiteVisibilityError.
+ * Sends requests the way spec §7 asks a good client to: waits out 429s, retries 5xx, network
+ * failures and timeouts with exponential backoff and jitter, and turns every failure into one
+ * SiteVisibilityError. A POST or PATCH carries one `Idempotency-Key` for all its tries, so the
+ * API answers a retry of a call that already took effect with that first answer instead of
+ * acting twice; while that first try is still being answered (409 `idempotency_key_in_use`) the
+ * retry waits a backoff step and tries again.
  */
 export class Transport {
   private readonly base: string;
@@ -86,6 +110,13 @@ export class Transport {
     for (const [name, value] of Object.entries(init.query ?? {})) {
       if (value !== undefined) url.searchParams.set(name, String(value));
     }
+    // Fixed for the whole call: every try sends the same key and the same body bytes, which is
+    // what makes the API recognise a retry.
+    const idempotencyKey = KEYED.has(method) ? (init.idempotencyKey ?? randomUUID()) : undefined;
+    if (idempotencyKey !== undefined && (typeof idempotencyKey !== 'string' || !IDEMPOTENCY_KEY_SHAPE.test(idempotencyKey))) {
+      throw new TypeError('idempotencyKey must be 1 to 255 printable ASCII characters (a UUID, say)');
+    }
+    const tryOnce = { body: init.body === undefined ? undefined : JSON.stringify(init.body), idempotencyKey, signal: init.signal };
     const maxRetries = this.options.maxRetries ?? 3;
     const maxRateLimitWaits = this.options.maxRateLimitWaits ?? 2;
     let retries = 0;
@@ -95,13 +126,14 @@ export class Transport {
       let error: SiteVisibilityError;
       let sent: boolean;
       try {
-        return (await this.once(method, url, init)) as T;
+        return (await this.once(method, url, tryOnce)) as T;
       } catch (caught) {
         if (init.signal?.aborted) throw init.signal.reason;
         if (!(caught instanceof SiteVisibilityError)) throw caught;
         error = caught;
         sent = !(error.cause && NOT_SENT_CODES.has(errorCode(error.cause) ?? ''));
       }
+      const keyInUse = idempotencyKey !== undefined && error.code === 'idempotency_key_in_use';
       let reason: RetryReason;
       let delayMs: number;
       if (error.code === 'rate_limited') {
@@ -109,9 +141,9 @@ export class Transport {
         rateLimitWaits += 1;
         reason = 'rate_limited';
         delayMs = (error.retryAfterSeconds ?? DEFAULT_RETRY_AFTER_SECONDS) * 1000;
-      } else if (error.retryable && (IDEMPOTENT.has(method) || !sent) && retries < maxRetries) {
+      } else if ((error.retryable || keyInUse) && (IDEMPOTENT.has(method) || idempotencyKey !== undefined || !sent) && retries < maxRetries) {
         retries += 1;
-        reason = error.status === 0 ? 'network_error' : 'server_error';
+        reason = keyInUse ? 'idempotency_key_in_use' : error.status === 0 ? 'network_error' : 'server_error';
         delayMs = Math.max(this.backoffMs(retries), (error.retryAfterSeconds ?? 0) * 1000);
       } else {
         throw error;
@@ -128,7 +160,8 @@ export class Transport {
     return Math.round(Math.random() * Math.min(max, base * 2 ** (retry - 1)));
   }
 
-  private async once(method: string, url: URL, init: { body?: unknown } & RequestOptions): Promise<unknown> {
+  /** One try: `body` is the JSON text to send, `idempotencyKey` the header of a POST or PATCH. */
+  private async once(method: string, url: URL, init: { body: string | undefined; idempotencyKey: string | undefined; signal: AbortSignal | undefined }): Promise<unknown> {
     const timeoutMs = this.options.timeoutMs ?? 30_000;
     const timeout = AbortSignal.timeout(timeoutMs);
     const signal = init.signal ? AbortSignal.any([init.signal, timeout]) : timeout;
@@ -138,13 +171,14 @@ export class Transport {
       'user-agent': this.options.userAgent ?? '@site-visibility/client',
     };
     if (init.body !== undefined) headers['content-type'] = 'application/json';
+    if (init.idempotencyKey !== undefined) headers['idempotency-key'] = init.idempotencyKey;
     let response: Response;
     let text: string;
     try {
       response = await this.fetchImpl(url, {
         method,
         headers,
-        body: init.body === undefined ? undefined : JSON.stringify(init.body),
+        body: init.body,
         redirect: 'error',
         signal,
       });

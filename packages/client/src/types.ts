@@ -19,6 +19,14 @@ export type EngineScore = Schemas['EngineScore'];
 export type CreateWebhookRequest = Schemas['CreateWebhookRequest'];
 export type SubscriptionCreated = Schemas['CreatedWebhookSubscription'];
 export type SubscriptionListing = Schemas['WebhookSubscription'];
+/** `url`, `events`, or both. */
+export type UpdateWebhookRequest = Schemas['UpdateWebhookRequest'];
+export type RotateWebhookSecretRequest = Schemas['RotateWebhookSecretRequest'];
+export type RecoverWebhookRequest = Schemas['RecoverWebhookRequest'];
+/** A rotation's answer: the new secret (both forms) and when the replaced one stops signing. */
+export type RotatedSecret = Schemas['RotatedWebhookSecret'];
+/** A recovery's answer: how many deliveries were sent again (or, for a dry run, would be) and the window. */
+export type WebhookRecovery = Schemas['WebhookRecovery'];
 export type Delivery = Schemas['Delivery'];
 export type DeliveryDetail = Schemas['DeliveryDetail'];
 export type DeliveryAttempt = Schemas['DeliveryAttempt'];

@@ -80,6 +80,35 @@ describe('the client library on the delivery log', () => {
     expect(received.at(-1)!.body.equals(received[0]!.body)).toBe(true);
   });
 
+  it('recovers the deliveries that failed during an outage: a dry run counts, the recovery sends each event once, and a second finds none', async () => {
+    const { tenant, client } = await customer();
+    const path = `/outage/${uniqueTag()}`;
+    h.receiver.answerWith(path, 503);
+    const sub = await client.webhooks.create({ url: h.receiver.url(path), events: ['ai_check.completed'] });
+    const since = new Date(Date.now() - 1_000);
+    for (let i = 0; i < 3; i++) await fire(tenant.site.id);
+    const failed = await settled(client, sub.id, 3);
+    const until = new Date(Date.now() + 1_000);
+    h.receiver.answerWith(path, 200);
+
+    const dryRun = await client.webhooks.recover(sub.id, { since, until, dryRun: true });
+    const afterDryRun = (await client.deliveries.listPage(sub.id)).items;
+    const recovery = await client.webhooks.recover(sub.id, { since: since.toISOString(), until });
+    const log = await settled(client, sub.id, 6);
+    const again = await client.webhooks.recover(sub.id, { since, until });
+
+    expect(failed.map((d) => d.status)).toEqual(['failed', 'failed', 'failed']);
+    expect(dryRun).toEqual({ count: 3, since: since.toISOString(), until: until.toISOString() });
+    expect(afterDryRun.map((d) => d.id)).toEqual(failed.map((d) => d.id));
+    expect(recovery).toEqual({ count: 3, since: since.toISOString(), until: until.toISOString() });
+    const redeliveries = log.filter((d) => d.redeliveryOf !== null);
+    expect(redeliveries.map((d) => d.status)).toEqual(['delivered', 'delivered', 'delivered']);
+    expect(new Set(redeliveries.map((d) => d.redeliveryOf))).toEqual(new Set(failed.map((d) => d.id)));
+    expect(new Set(redeliveries.map((d) => d.eventId))).toEqual(new Set(failed.map((d) => d.eventId)));
+    expect(h.receiver.to(path).filter((r) => redeliveries.some((d) => d.id === r.headers['x-service-delivery-id']))).toHaveLength(3);
+    expect(again).toEqual({ count: 0, since: since.toISOString(), until: until.toISOString() });
+  });
+
   it('reports a redelivery of a delivery still pending as delivery_pending, and stores nothing', async () => {
     const { tenant, client } = await customer();
     const path = `/hang/${uniqueTag()}`;

@@ -7,6 +7,8 @@ import { startApi, type ListeningApi } from './support.js';
 let api: ListeningApi;
 let broken: ListeningApi;
 let brokenRequests = 0;
+/** The Idempotency-Key header of each request the broken API received. */
+const brokenKeys: Array<string | undefined> = [];
 /** The shape of a key (so the API looks it up), matching none. */
 const WELL_FORMED_UNKNOWN_KEY = `svc_live_${'A'.repeat(32)}`;
 
@@ -14,8 +16,9 @@ beforeAll(async () => {
   api = await startApi({ RATE_LIMIT_PER_MINUTE: '3' });
   // The real API over a database that does not exist: every query fails, so it answers 500.
   broken = await startApi({ DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/svc_test_does_not_exist' });
-  broken.server.on('request', () => {
+  broken.server.on('request', (req: { headers: Record<string, string | string[] | undefined> }) => {
     brokenRequests += 1;
+    brokenKeys.push(req.headers['idempotency-key'] as string | undefined);
   });
 });
 afterAll(async () => {
@@ -119,14 +122,33 @@ describe('SiteVisibilityClient against the real API', () => {
     expect(retries.every((r) => r.delayMs >= 0 && r.delayMs <= 10 * 2 ** (r.retry - 1))).toBe(true);
   });
 
-  it('never sends a POST twice once it may have reached the server', async () => {
-    const client = new SiteVisibilityClient({ apiKey: WELL_FORMED_UNKNOWN_KEY, baseUrl: broken.baseUrl, maxRetries: 3, retryBaseDelayMs: 1 });
+  it('retries a POST after a 5xx as it retries a GET, with the same Idempotency-Key on every try', async () => {
+    const retries: RetryInfo[] = [];
+    const client = new SiteVisibilityClient({ apiKey: WELL_FORMED_UNKNOWN_KEY, baseUrl: broken.baseUrl, maxRetries: 3, retryBaseDelayMs: 1, onRetry: (info) => retries.push(info) });
     const before = brokenRequests;
 
     const error = await caught(client.webhooks.create({ url: 'https://example.com/hook', events: ['*'] }));
+    const again = await caught(client.webhooks.create({ url: 'https://example.com/hook', events: ['*'] }));
 
     expect(error).toMatchObject({ code: 'server_error', status: 500 });
-    expect(brokenRequests - before).toBe(1);
+    expect(again).toMatchObject({ code: 'server_error', status: 500 });
+    expect(brokenRequests - before).toBe(8);
+    expect(retries.map((r) => [r.method, r.reason])).toEqual(Array.from({ length: 6 }, () => ['POST', 'server_error']));
+    const [first, second] = [brokenKeys.slice(before, before + 4), brokenKeys.slice(before + 4, before + 8)];
+    expect(first[0]).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    expect(new Set(first)).toEqual(new Set([first[0]]));
+    expect(new Set(second)).toEqual(new Set([second[0]]));
+    expect(second[0]).not.toBe(first[0]);
+  });
+
+  it('sends no Idempotency-Key on a GET or DELETE', async () => {
+    const client = new SiteVisibilityClient({ apiKey: WELL_FORMED_UNKNOWN_KEY, baseUrl: broken.baseUrl, maxRetries: 0 });
+    const before = brokenRequests;
+
+    await caught(client.sites.list());
+    await caught(client.webhooks.delete('wh_1'));
+
+    expect(brokenKeys.slice(before)).toEqual([undefined, undefined]);
   });
 
   it('retries a connection that was refused, even a POST, since nothing was sent', async () => {
