@@ -4,5 +4,5 @@ export type { RetryInfo, RetryReason, RequestOptions, TransportOptions } from '.
 export { walkPages, type Page } from './paging.js';
 export * from './types.js';
 export * from './webhooks/events.js';
-export { verifyWebhook, verifyWebhookDelivery, type VerifyOptions, type VerifiedDelivery, type HeaderSource } from './webhooks/verify.js';
+export { verifyWebhook, verifyWebhookDelivery, type VerifyOptions, type VerifiedDelivery, type HeaderSource, type WebhookSecrets } from './webhooks/verify.js';
 export { createWebhookHandler, type WebhookHandlerOptions } from './webhooks/handler.js';

@@ -2,10 +2,13 @@ import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import express from 'express';
-import { createWebhookHandler, verifyWebhookDelivery, type WebhookEvent } from '../src/index.js';
+import { Webhook } from 'standardwebhooks';
+import { createWebhookHandler, SiteVisibilityClient, verifyWebhookDelivery, WebhookVerificationError, type WebhookEvent, type WebhookSecrets } from '../src/index.js';
 import { completeScan, deployPowerUp } from '@svc/core';
-import { waitFor } from '@svc/core/testing';
+import { createApiKey } from '@svc/core/operator';
+import { uniqueTag, waitFor } from '@svc/core/testing';
 import { createHarness, seedTenant, type Harness } from '@svc/dispatcher/test-support';
+import { startApi, type ListeningApi } from './support.js';
 
 /** What the customer's receiver saw: the raw request, and what the library's handler passed on. */
 interface Seen {
@@ -15,9 +18,10 @@ interface Seen {
 }
 
 let h: Harness;
+let api: ListeningApi;
 let server: Server;
 let port = 0;
-const secrets = new Map<string, string>();
+const secrets = new Map<string, WebhookSecrets>();
 const seen = new Map<string, Seen>();
 
 const handlers = new Map<string, ReturnType<typeof createWebhookHandler>>();
@@ -62,8 +66,10 @@ beforeAll(async () => {
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   port = (server.address() as AddressInfo).port;
   h.startDispatcher();
+  api = await startApi({ DATABASE_URL: h.config.databaseUrl, QUEUE_PREFIX: h.config.queuePrefix, RATE_LIMIT_PER_MINUTE: '100000' });
 });
 afterAll(async () => {
+  await api.close();
   server.closeAllConnections();
   await new Promise<void>((resolve) => server.close(() => resolve()));
   await h.close();
@@ -126,6 +132,72 @@ describe('the client library verifying real deliveries of a real dispatcher', ()
     // The same capture, replayed after the tolerance, is refused on its timestamp.
     const later = () => new Date(Number(original!.headers['webhook-timestamp']) * 1000 + 301_000);
     expect(() => verifyWebhookDelivery(original!.body, original!.headers, sub.secret, { now: later })).toThrow('more than 300 s old');
+  });
+});
+
+describe('a secret rotation, verified by the client library on real deliveries', () => {
+  /** The reason a delivery is refused with these secrets, or 'verified'. */
+  function verdict(raw: { body: Buffer; headers: Record<string, string | string[] | undefined> }, secretList: string[]): string {
+    try {
+      verifyWebhookDelivery(raw.body, raw.headers, secretList);
+      return 'verified';
+    } catch (error) {
+      if (error instanceof WebhookVerificationError) return error.reason;
+      throw error;
+    }
+  }
+  const WRONG = 'f'.repeat(64);
+
+  it('accepts every attempt of the overlap with [old, new], refuses them with only a wrong secret, and a Standard Webhooks library holding either secret verifies them', async () => {
+    const { tenant, path, sub } = await subscribe('rotation', ['scan.completed']);
+    const { key } = await createApiKey(h.db, tenant.accountId, { name: `rotation ${uniqueTag()}`, scopes: ['write:webhooks'] });
+    const client = new SiteVisibilityClient({ apiKey: key, baseUrl: api.baseUrl });
+
+    const rotated = await client.webhooks.rotateSecret(sub.id, { overlapSeconds: 3600 });
+    // The receiver is redeployed with both secrets, as the rotation guide says.
+    secrets.set(path, [sub.secret, rotated.secret]);
+    await completeScan({ db: h.db, queues: h.queues }, { scanId: (await tenant.newScan()).id, score: 50 });
+    await waitFor(() => seenBy(path).events.length >= 1, 15_000, 'the delivery signed during the overlap');
+    const [during] = seenBy(path).raw;
+    // Signed with both secrets (the new first), X-Service-Signature with the new one only.
+    const signatures = String(during!.headers['webhook-signature']).split(' ');
+    const receivedWith = { 'webhook-id': String(during!.headers['webhook-id']), 'webhook-timestamp': String(during!.headers['webhook-timestamp']) };
+
+    expect(seenBy(path).answers).toEqual([204]);
+    expect(signatures).toHaveLength(2);
+    expect(verdict(during!, [sub.secret, rotated.secret])).toBe('verified');
+    expect(verdict(during!, [rotated.secret])).toBe('verified');
+    expect(verdict(during!, [WRONG])).toBe('invalid_signature');
+    expect(verdict(during!, [sub.secret])).toBe('invalid_signature');
+    // A Standard Webhooks receiver that still holds the old whsec_ secret, or already the new one, accepts it.
+    for (const whsec of [`whsec_${Buffer.from(sub.secret).toString('base64')}`, rotated.standardWebhooksSecret]) {
+      expect(new Webhook(whsec).verify(during!.body, { ...receivedWith, 'webhook-signature': signatures.join(' ') })).toMatchObject({ event: 'scan.completed' });
+    }
+    // The same delivery sent to a receiver holding only a wrong secret is refused with 400.
+    const wrongPath = `/hooks/rotation-wrong-${uniqueTag()}`;
+    secrets.set(wrongPath, [WRONG]);
+    const headers = Object.fromEntries(Object.entries(during!.headers).filter(([name]) => name === 'content-type' || name.startsWith('x-service-') || name.startsWith('webhook-'))) as Record<string, string>;
+    expect(await fetchInsecure(`https://127.0.0.1:${port}${wrongPath}`, during!.body, headers)).toBe(400);
+    expect(seenBy(wrongPath).events).toEqual([]);
+  });
+
+  it('after a rotation without overlap, each attempt carries the new secret’s signature alone: [old, new] still accepts it, the old secret alone does not', async () => {
+    const { tenant, path, sub } = await subscribe('rotation-now', ['scan.completed']);
+    const { key } = await createApiKey(h.db, tenant.accountId, { name: `rotation ${uniqueTag()}`, scopes: ['write:webhooks'] });
+    const client = new SiteVisibilityClient({ apiKey: key, baseUrl: api.baseUrl });
+
+    const rotated = await client.webhooks.rotateSecret(sub.id, { overlapSeconds: 0 });
+    secrets.set(path, [sub.secret, rotated.secret]);
+    await completeScan({ db: h.db, queues: h.queues }, { scanId: (await tenant.newScan()).id, score: 51 });
+    await waitFor(() => seenBy(path).events.length >= 1, 15_000, 'the delivery after the rotation');
+    const [after] = seenBy(path).raw;
+
+    expect(rotated.previousSecretExpiresAt).toBeNull();
+    expect(String(after!.headers['webhook-signature']).split(' ')).toHaveLength(1);
+    expect(seenBy(path).answers).toEqual([204]);
+    expect(verdict(after!, [sub.secret, rotated.secret])).toBe('verified');
+    expect(verdict(after!, [sub.secret])).toBe('invalid_signature');
+    expect(() => new Webhook(`whsec_${Buffer.from(sub.secret).toString('base64')}`).verify(after!.body, after!.headers as Record<string, string>)).toThrow();
   });
 });
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import { Webhook } from 'standardwebhooks';
-import { signBody } from '@svc/core';
+import { signatureHeaders, signBody, standardWebhooksSecret } from '@svc/core';
 import { verifyWebhook, verifyWebhookDelivery, WebhookVerificationError, isEventOfType } from '../src/index.js';
 
 // Known-answer vectors computed independently with openssl:
@@ -97,5 +97,55 @@ describe('verifyWebhook', () => {
     const body = '[1,2]';
     expect(reasonOf(() => verifyWebhook(body, { 'x-service-signature': signBody(body, SECRET) }, SECRET, { requireTimestamp: false }))).toBe('invalid_body');
     expect(reasonOf(() => verifyWebhook(JSON.parse(BODY) as never, headers(), SECRET))).toBe('invalid_body');
+  });
+
+  describe('with a list of secrets, as during a rotation', () => {
+    const OLD = SECRET;
+    const NEW = 'fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210';
+    const WRONG = SECRET.replace('0', '1');
+    const SIGNED_AT = new Date(SENT_AT * 1000);
+    /** An attempt the dispatcher signs during the overlap: webhook-signature with both secrets (new first), X-Service-Signature with the new one. */
+    const duringOverlap = (): Record<string, string> => ({ 'x-service-delivery-id': 'msg_1', ...signatureHeaders({ deliveryId: 'msg_1', body: Buffer.from(BODY), secret: NEW, previousSecret: OLD, signedAt: SIGNED_AT }) });
+    const afterOverlap = (): Record<string, string> => ({ 'x-service-delivery-id': 'msg_1', ...signatureHeaders({ deliveryId: 'msg_1', body: Buffer.from(BODY), secret: NEW, signedAt: SIGNED_AT }) });
+
+    it('accepts an attempt signed during the overlap with [old, new] and with [new], in either order', () => {
+      expect(duringOverlap()['webhook-signature']!.split(' ')).toHaveLength(2);
+      for (const secrets of [[OLD, NEW], [NEW, OLD], [NEW], [WRONG, NEW]]) {
+        expect(reasonOf(() => verifyWebhook(BODY, duringOverlap(), secrets, { now: at(SENT_AT) }))).toBe('verified');
+      }
+    });
+
+    it('refuses a list of only wrong secrets, and the old secret alone once X-Service-Signature is made with the new one', () => {
+      expect(reasonOf(() => verifyWebhook(BODY, duringOverlap(), [WRONG], { now: at(SENT_AT) }))).toBe('invalid_signature');
+      expect(reasonOf(() => verifyWebhook(BODY, duringOverlap(), [WRONG, WRONG.replace('1', '2')], { now: at(SENT_AT) }))).toBe('invalid_signature');
+      expect(reasonOf(() => verifyWebhook(BODY, duringOverlap(), [OLD], { now: at(SENT_AT) }))).toBe('invalid_signature');
+    });
+
+    it('checks webhook-signature against every secret too: a v1 signature of the new secret does not carry a Standard signature of a wrong one', () => {
+      // X-Service-Signature made with NEW, webhook-signature carrying only a wrong secret's signature.
+      const forged = { ...afterOverlap(), 'webhook-signature': signatureHeaders({ deliveryId: 'msg_1', body: Buffer.from(BODY), secret: WRONG, signedAt: SIGNED_AT })['webhook-signature'] };
+      expect(reasonOf(() => verifyWebhook(BODY, forged, [OLD, NEW], { now: at(SENT_AT) }))).toBe('invalid_signature');
+      expect(reasonOf(() => verifyWebhook(BODY, afterOverlap(), [OLD, NEW], { now: at(SENT_AT) }))).toBe('verified');
+    });
+
+    it('accepts a list for the v1 signature alone (a receiver that reads only X-Service-Signature)', () => {
+      const v1Only = { 'x-service-signature': signBody(BODY, NEW), 'x-service-delivery-id': 'msg_1' };
+      expect(reasonOf(() => verifyWebhook(BODY, v1Only, [OLD, NEW], { requireTimestamp: false }))).toBe('verified');
+      expect(reasonOf(() => verifyWebhook(BODY, v1Only, [OLD, WRONG], { requireTimestamp: false }))).toBe('invalid_signature');
+    });
+
+    it('agrees with a Standard Webhooks library holding either secret during the overlap', () => {
+      // Signed now, so the library's own clock accepts the timestamp.
+      const now = signatureHeaders({ deliveryId: 'msg_1', body: Buffer.from(BODY), secret: NEW, previousSecret: OLD });
+      const signed = { 'webhook-id': now['webhook-id']!, 'webhook-timestamp': now['webhook-timestamp']!, 'webhook-signature': now['webhook-signature']! };
+      expect(new Webhook(standardWebhooksSecret(OLD)).verify(BODY, signed)).toEqual(JSON.parse(BODY));
+      expect(new Webhook(standardWebhooksSecret(NEW)).verify(BODY, signed)).toEqual(JSON.parse(BODY));
+      expect(() => new Webhook(standardWebhooksSecret(WRONG)).verify(BODY, signed)).toThrow();
+    });
+
+    it('refuses an empty list or a blank secret as a programming error', () => {
+      expect(() => verifyWebhook(BODY, duringOverlap(), [])).toThrow(TypeError);
+      expect(() => verifyWebhook(BODY, duringOverlap(), [NEW, ''])).toThrow(TypeError);
+    });
   });
 });

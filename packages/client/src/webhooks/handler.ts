@@ -1,11 +1,14 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { WebhookVerificationError } from '../errors.js';
 import type { WebhookEvent } from './events.js';
-import { verifyWebhookDelivery, type VerifyOptions } from './verify.js';
+import { verifyWebhookDelivery, type VerifyOptions, type WebhookSecrets } from './verify.js';
 
 export interface WebhookHandlerOptions extends VerifyOptions {
-  /** The subscription's secret, exactly as the create call returned it. */
-  secret: string;
+  /**
+   * The subscription's secret, exactly as the create call returned it; during a rotation both,
+   * `[oldSecret, newSecret]` (a delivery verifies when either signed it).
+   */
+  secret: WebhookSecrets;
   /**
    * Called once per delivery id within the window, after the 2xx has been sent. Keep it quick
    * or hand the event to your own queue: the sender already has its answer and will not retry.

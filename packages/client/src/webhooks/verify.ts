@@ -49,20 +49,42 @@ function toBuffer(rawBody: string | Uint8Array): Buffer {
 }
 
 /**
+ * The secret, or the secrets, a receiver accepts: exactly as the service returned them (64
+ * hexadecimal characters). During a rotation give both, `[oldSecret, newSecret]`: a delivery
+ * verifies when any of them signed it.
+ */
+export type WebhookSecrets = string | readonly string[];
+
+/** The HMAC keys of the secrets given, refusing none or a blank one. */
+function secretList(secrets: WebhookSecrets): readonly string[] {
+  const list = typeof secrets === 'string' ? [secrets] : Array.isArray(secrets) ? (secrets as readonly unknown[]) : [];
+  if (list.length === 0 || list.some((secret) => typeof secret !== 'string' || secret.length === 0)) {
+    throw new TypeError('secret is required: a non-empty string, or a non-empty list of them');
+  }
+  return list as readonly string[];
+}
+
+/**
  * Verifies a delivery and returns its event. Checks `X-Service-Signature` (HMAC-SHA256 of the
  * raw bytes keyed with the secret as returned, spec §6.2) in constant time, and the Standard
  * Webhooks headers (`webhook-id`, `webhook-timestamp`, `webhook-signature`) with the timestamp's
  * tolerance; without them the delivery is refused unless `requireTimestamp: false`. Throws
  * WebhookVerificationError with a reason otherwise.
+ *
+ * `secret` may be a list: each signature verifies when any secret of the list made it. During a
+ * rotation's overlap `webhook-signature` carries one signature per valid secret (new first) and
+ * `X-Service-Signature` is made with the new secret only, so a receiver holding
+ * `[oldSecret, newSecret]` accepts every attempt from the rotation on; drop the old one after
+ * `previousSecretExpiresAt`.
  */
-export function verifyWebhookDelivery(rawBody: string | Uint8Array, headers: HeaderSource, secret: string, options: VerifyOptions = {}): VerifiedDelivery {
-  if (typeof secret !== 'string' || secret.length === 0) throw new TypeError('secret is required');
+export function verifyWebhookDelivery(rawBody: string | Uint8Array, headers: HeaderSource, secret: WebhookSecrets, options: VerifyOptions = {}): VerifiedDelivery {
+  const secrets = secretList(secret);
   const body = toBuffer(rawBody);
   const v1 = header(headers, 'x-service-signature')?.trim();
   if (!v1) throw new WebhookVerificationError('missing_signature', 'no X-Service-Signature header');
   const match = V1_SIGNATURE.exec(v1);
-  const expected = createHmac('sha256', secret).update(body).digest();
-  if (!match || !sameBytes(Buffer.from(match[1]!.toLowerCase(), 'hex'), expected)) {
+  const given = match ? Buffer.from(match[1]!.toLowerCase(), 'hex') : undefined;
+  if (!given || !anyMatches(secrets, (key) => sameBytes(given, createHmac('sha256', key).update(body).digest()))) {
     throw new WebhookVerificationError('invalid_signature', 'X-Service-Signature does not match the body');
   }
 
@@ -73,20 +95,27 @@ export function verifyWebhookDelivery(rawBody: string | Uint8Array, headers: Hea
   if (timestamp === undefined || signatures === undefined || id === undefined) {
     if (options.requireTimestamp ?? true) throw new WebhookVerificationError('missing_timestamp', 'no Standard Webhooks headers (webhook-id, webhook-timestamp, webhook-signature)');
   } else {
-    verifyStandard(body, secret, { id, timestamp, signatures }, options);
+    verifyStandard(body, secrets, { id, timestamp, signatures }, options);
     if (deliveryId !== null && deliveryId !== id) throw new WebhookVerificationError('id_mismatch', 'webhook-id differs from X-Service-Delivery-Id');
   }
   return { deliveryId: deliveryId ?? id ?? null, event: parseEvent(body) };
 }
 
 /** {@link verifyWebhookDelivery}, returning the event alone. */
-export function verifyWebhook(rawBody: string | Uint8Array, headers: HeaderSource, secret: string, options: VerifyOptions = {}): WebhookEvent {
+export function verifyWebhook(rawBody: string | Uint8Array, headers: HeaderSource, secret: WebhookSecrets, options: VerifyOptions = {}): WebhookEvent {
   return verifyWebhookDelivery(rawBody, headers, secret, options).event;
+}
+
+/** True when a secret of the list passes the check; every secret is tried, so the time taken does not tell which one did. */
+function anyMatches(secrets: readonly string[], check: (key: string) => boolean): boolean {
+  let ok = false;
+  for (const secret of secrets) ok = check(secret) || ok;
+  return ok;
 }
 
 function verifyStandard(
   body: Buffer,
-  secret: string,
+  secrets: readonly string[],
   parts: { id: string; timestamp: string; signatures: string },
   options: VerifyOptions,
 ): void {
@@ -96,12 +125,16 @@ function verifyStandard(
   const tolerance = options.toleranceSeconds ?? 300;
   if (sentAt < now - tolerance) throw new WebhookVerificationError('timestamp_too_old', `webhook-timestamp is more than ${tolerance} s old`);
   if (sentAt > now + tolerance) throw new WebhookVerificationError('timestamp_too_new', `webhook-timestamp is more than ${tolerance} s in the future`);
-  // Keyed with the secret's bytes exactly as returned: the same key as whsec_ + base64(secret).
-  const expected = createHmac('sha256', secret).update(`${parts.id}.${parts.timestamp.trim()}.`).update(body).digest();
-  const ok = parts.signatures
+  // One signature per secret the sender holds, space-separated; each `v1,<base64>`.
+  const given = parts.signatures
     .split(' ')
     .filter((entry) => entry.startsWith('v1,'))
-    .some((entry) => sameBytes(Buffer.from(entry.slice(3), 'base64'), expected));
+    .map((entry) => Buffer.from(entry.slice(3), 'base64'));
+  // Keyed with the secret's bytes exactly as returned: the same key as whsec_ + base64(secret).
+  const ok = anyMatches(secrets, (secret) => {
+    const expected = createHmac('sha256', secret).update(`${parts.id}.${parts.timestamp.trim()}.`).update(body).digest();
+    return given.some((signature) => sameBytes(signature, expected));
+  });
   if (!ok) throw new WebhookVerificationError('invalid_signature', 'webhook-signature does not match the body');
 }
 
