@@ -7,6 +7,7 @@ export * from './scans/scan-history.repository.js';
 export * from './keys/key.repository.js';
 export * from './webhooks/subscription.repository.js';
 export * from './webhooks/revoke-subscription.js';
+export * from './webhooks/subscription-owner.js';
 export * from './ai-monitor/ai-run.repository.js';
 export * from './power-ups/deployment.repository.js';
 export * from './deliveries/delivery-log.repository.js';
