@@ -11,6 +11,7 @@ import { registerPortalCommands } from './commands/portal.command.js';
 import { registerPowerUpsCommands } from './commands/power-ups.command.js';
 import { registerScansCommands } from './commands/scans.command.js';
 import { registerSitesCommands } from './commands/sites.command.js';
+import { registerWebhooksCommands } from './commands/webhooks.command.js';
 import { renderResult } from './output/command-result.js';
 
 export interface CliOptions {
@@ -68,6 +69,7 @@ function buildProgram(kit: CommandKit, stdout: TextSink, stderr: TextSink): Comm
   registerScansCommands(program, kit);
   registerAiRunsCommands(program, kit);
   registerPowerUpsCommands(program, kit);
+  registerWebhooksCommands(program, kit);
   registerDeliveriesCommands(program, kit);
   registerPortalCommands(program, kit);
   return program;

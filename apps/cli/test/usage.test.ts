@@ -7,7 +7,7 @@ describe('svc usage', () => {
 
     expect(run.code).toBe(0);
     expect(run.stderr).toBe('');
-    for (const group of ['accounts', 'sites', 'keys', 'scans', 'ai-runs', 'power-ups', 'deliveries']) {
+    for (const group of ['accounts', 'sites', 'keys', 'scans', 'ai-runs', 'power-ups', 'deliveries', 'webhooks', 'portal']) {
       expect(run.stdout).toContain(group);
     }
   });
