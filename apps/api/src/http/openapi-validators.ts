@@ -103,7 +103,9 @@ export function validateBody<T extends object>(operationId: string): (body: unkn
   const fields = Object.entries(request.schema.properties as Record<string, JsonSchema>).map(([name, property]) => {
     const { schema, pointer } = namedSchema(property);
     const rule = `${name} must be ${schema['x-rule']}.`;
-    return { name, code: schema['x-error-code'], rule, required: required.includes(name), validate: validatorAt(pointer) };
+    // A date-time can match RFC 3339 and still name no instant JavaScript can hold (a leap second), as for queries.
+    const instant = schema.format === 'date-time';
+    return { name, code: schema['x-error-code'], rule, required: required.includes(name), validate: validatorAt(pointer), instant };
   });
   return (body: unknown) => {
     if (typeof body !== 'object' || body === null || Array.isArray(body)) {
@@ -114,7 +116,7 @@ export function validateBody<T extends object>(operationId: string): (body: unkn
       const value = Object.hasOwn(body, field.name) ? (body as Record<string, unknown>)[field.name] : undefined;
       if (value === undefined) {
         if (field.required) throw new ValidationError(field.code, `${field.name} is missing; ${field.rule}`);
-      } else if (!field.validate(value)) {
+      } else if (!field.validate(value) || (field.instant && Number.isNaN(Date.parse(String(value))))) {
         throw new ValidationError(field.code, field.rule);
       } else given += 1;
     }

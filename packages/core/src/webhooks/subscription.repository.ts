@@ -1,6 +1,6 @@
 import type { Db, DbOrTx } from '../db/knex.js';
 import { returnedRow } from '../db/tables.js';
-import { NotFoundError, SubscriptionDisabledError } from '../errors.js';
+import { InputError, NotFoundError, SubscriptionDisabledError } from '../errors.js';
 import { hotRead, isoUtc, runHotRead } from '../db/hot-read.js';
 import { newId, randomHex } from '../ids.js';
 
@@ -148,6 +148,9 @@ export interface RotatedSecret {
  * another account's id, an unknown id or one being revoked.
  */
 export async function rotateSubscriptionSecret(db: DbOrTx, accountId: string, subscriptionId: string, overlapSeconds: number): Promise<RotatedSecret> {
+  if (!Number.isInteger(overlapSeconds) || overlapSeconds < 0 || overlapSeconds > MAX_ROTATION_OVERLAP_SECONDS) {
+    throw new InputError(`overlapSeconds must be a whole number of seconds from 0 to ${MAX_ROTATION_OVERLAP_SECONDS}`);
+  }
   const [row] = await db('webhook_subscriptions')
     .where({ id: subscriptionId, account_id: accountId })
     .whereIn('status', ['active', 'disabled'])
