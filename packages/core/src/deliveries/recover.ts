@@ -24,11 +24,6 @@ export interface Recovery {
   until: Date;
 }
 
-interface Candidate {
-  id: string;
-  new_id: string | null;
-}
-
 /**
  * After a customer's outage: every delivery of one subscription that failed for good (all 7
  * attempts) within [since, until) is sent again as a new delivery — `redeliveryOf` the failed one,
@@ -36,9 +31,10 @@ interface Candidate {
  * this subscription is pending or was delivered (an earlier redelivery, say) is not sent again;
  * an event that failed several times is sent once, as a redelivery of its latest failure. At most
  * RECOVERY_MAX per call, else RecoveryTooLargeError with the count and nothing stored. A dry run
- * answers the count and stores nothing. Their attempts share the dispatchers like any others: the
- * per-subscription and per-account limits (fair slots) pace them, so a recovery never takes more
- * than its account's share. NotFoundError for another account's subscription or an unknown id;
+ * answers the count and stores nothing. Their first attempts are queued as background jobs, which
+ * BullMQ takes only when no other job is waiting, so the events arriving meanwhile, of any account,
+ * never queue behind a recovery; and the per-subscription and per-account limits (fair slots) keep
+ * its attempts to its account's share. NotFoundError for another account's subscription or an unknown id;
  * SubscriptionDisabledError for an auto-disabled one, which never resumes.
  */
 export async function recoverSubscriptionDeliveries(
@@ -59,40 +55,23 @@ export async function recoverSubscriptionDeliveries(
     if (sub.status === 'disabled') {
       throw new SubscriptionDisabledError('This webhook subscription was disabled after repeated failures and never resumes; create a new one to deliver again.');
     }
-    const { rows } = (await tx.raw(
-      `WITH failed AS (
-         -- The latest failure of each event in the window: one range of deliveries_subscription_failed_idx.
+    // The candidates, oldest failure first: the latest failure of each event in the window (one
+    // range of deliveries_subscription_failed_idx), unless the event is pending or delivered again.
+    const { rows: eligible } = (await tx.raw(
+      `SELECT f.id, f.event_id FROM (
          SELECT DISTINCT ON (d.event_id) d.id, d.event_id, d.finished_at
            FROM deliveries d
           WHERE d.subscription_id = :subscriptionId AND d.status = 'failed'
             AND d.finished_at >= :since AND d.finished_at < :until
           ORDER BY d.event_id, d.finished_at DESC, d.id DESC
-       ), eligible AS (
-         SELECT f.id, f.event_id, f.finished_at FROM failed f
-          WHERE NOT EXISTS (SELECT 1 FROM deliveries o
-                             WHERE o.event_id = f.event_id AND o.subscription_id = :subscriptionId AND o.status IN ('pending', 'delivered'))
-          ORDER BY f.finished_at, f.id
-          LIMIT :max + 1
-       ), counted AS (
-         SELECT count(*)::int AS n FROM eligible
-       ), locked AS (
-         -- Held until commit, so the retention purge cannot delete a failed delivery under its redelivery.
-         SELECT d.id FROM deliveries d JOIN eligible e ON e.id = d.id FOR KEY SHARE OF d
-       ), created AS (
-         INSERT INTO deliveries (id, event_id, subscription_id, status, attempt_count, next_attempt_at, redelivery_of)
-         SELECT 'dlv_' || replace(gen_random_uuid()::text, '-', ''), e.event_id, :subscriptionId, 'pending', 0, clock_timestamp(), e.id
-           FROM eligible e JOIN locked l ON l.id = e.id, counted
-          WHERE NOT :dryRun AND counted.n <= :max
-          ORDER BY e.finished_at, e.id
-         ON CONFLICT DO NOTHING
-         RETURNING id, redelivery_of
-       )
-       SELECT e.id, c.id AS new_id
-         FROM eligible e LEFT JOIN created c ON c.redelivery_of = e.id
-        ORDER BY e.finished_at, e.id`,
-      { subscriptionId, since: window.since, until: window.until, max: RECOVERY_MAX, dryRun: window.dryRun },
-    )) as { rows: Candidate[] };
-    if (rows.length > RECOVERY_MAX) {
+       ) f
+        WHERE NOT EXISTS (SELECT 1 FROM deliveries o
+                           WHERE o.event_id = f.event_id AND o.subscription_id = :subscriptionId AND o.status IN ('pending', 'delivered'))
+        ORDER BY f.finished_at, f.id
+        LIMIT :limit`,
+      { subscriptionId, since: window.since, until: window.until, limit: RECOVERY_MAX + 1 },
+    )) as { rows: Array<{ id: string; event_id: string }> };
+    if (eligible.length > RECOVERY_MAX) {
       const { n } = (await tx.raw(
         `SELECT count(DISTINCT d.event_id)::int AS n FROM deliveries d
           WHERE d.subscription_id = :subscriptionId AND d.status = 'failed' AND d.finished_at >= :since AND d.finished_at < :until
@@ -101,12 +80,31 @@ export async function recoverSubscriptionDeliveries(
       )).rows[0] as { n: number };
       throw new RecoveryTooLargeError(n, RECOVERY_MAX);
     }
-    return window.dryRun ? rows.map(() => null) : rows.map((row) => row.new_id);
+    if (window.dryRun || eligible.length === 0) return eligible.map(() => null);
+    // Each new delivery in the candidates' order, from arrays (no join for the planner to misjudge
+    // on statistics from before the outage). The failed rows are held FOR KEY SHARE until commit, so
+    // the retention purge cannot delete one under its redelivery; one gone meanwhile is skipped.
+    const { rows: created } = (await tx.raw(
+      `WITH wanted AS (
+         SELECT w.id, w.event_id, w.ord FROM unnest(:ids::text[], :eventIds::text[]) WITH ORDINALITY AS w(id, event_id, ord)
+       ), held AS (
+         SELECT d.id FROM deliveries d WHERE d.id = ANY (:ids::text[]) AND d.status = 'failed' FOR KEY SHARE
+       )
+       INSERT INTO deliveries (id, event_id, subscription_id, status, attempt_count, next_attempt_at, redelivery_of)
+       SELECT 'dlv_' || replace(gen_random_uuid()::text, '-', ''), wanted.event_id, :subscriptionId, 'pending', 0, clock_timestamp(), wanted.id
+         FROM wanted WHERE wanted.id IN (SELECT id FROM held)
+        ORDER BY wanted.ord
+       ON CONFLICT DO NOTHING
+       RETURNING id, redelivery_of`,
+      { ids: eligible.map((row) => row.id), eventIds: eligible.map((row) => row.event_id), subscriptionId },
+    )) as { rows: Array<{ id: string; redelivery_of: string }> };
+    const byOriginal = new Map(created.map((row) => [row.redelivery_of, row.id]));
+    return eligible.map((row) => byOriginal.get(row.id) ?? null);
   });
   const sent = created.filter((id): id is string => id !== null);
   for (let i = 0; i < sent.length; i += ENQUEUE_PAGE) {
     const jobs = sent.slice(i, i + ENQUEUE_PAGE).map((deliveryId) => ({ deliveryId, subscriptionId, attempt: 1, delayMs: 0 }));
-    await enqueueAfterCommit(() => enqueueDeliveries(deps.queues, jobs), deps.logger, 'recovery enqueue failed; the dispatcher sweep will send these deliveries', {
+    await enqueueAfterCommit(() => enqueueDeliveries(deps.queues, jobs, { background: true }), deps.logger, 'recovery enqueue failed; the dispatcher sweep will send these deliveries', {
       subscriptionId,
       deliveries: jobs.length,
     });

@@ -60,11 +60,18 @@ export async function enqueueFanout(queues: Pick<Queues, 'fanout'>, eventId: str
 export async function enqueueDeliveries(
   queues: Pick<Queues, 'delivery'>,
   jobs: ReadonlyArray<DeliveryJob & { delayMs: number }>,
+  options: { background?: boolean } = {},
 ): Promise<void> {
   const bulk = jobs.map((job) => ({
     name: 'd',
     data: { deliveryId: job.deliveryId, subscriptionId: job.subscriptionId, attempt: job.attempt },
-    opts: { jobId: deliveryJobId(job.deliveryId, job.attempt), delay: Math.max(0, Math.ceil(job.delayMs)) },
+    opts: {
+      jobId: deliveryJobId(job.deliveryId, job.attempt),
+      delay: Math.max(0, Math.ceil(job.delayMs)),
+      // BullMQ takes every job without a priority before any job with one: a background batch
+      // (a recovery's thousands) waits behind the events arriving meanwhile, whatever their account.
+      ...(options.background ? { priority: BACKGROUND_PRIORITY } : {}),
+    },
   }));
   const [only] = bulk;
   if (only === undefined) return;
@@ -74,6 +81,9 @@ export async function enqueueDeliveries(
   if (bulk.length === 1) await queues.delivery.add(only.name, only.data, only.opts);
   else await queues.delivery.addBulk(bulk);
 }
+
+/** The priority of background jobs (lower comes first; jobs without one come before all of them). */
+const BACKGROUND_PRIORITY = 1;
 
 /** Removes queued attempt jobs (best effort: a job that runs anyway finds its delivery gone or closed). */
 export async function removeDeliveryJobs(
