@@ -42,6 +42,21 @@ describe('the fair share of a dispatcher’s attempt slots', () => {
     expect(slots.counts()).toEqual({ inFlight: 8, waiting: 4, accounts: 1 });
   });
 
+  it('starts another subscription of an account at once while one of its subscriptions, at its limit, has attempts waiting', async () => {
+    const { slots, ask, release, granted } = harness();
+    // A hanging receiver: its subscription holds perSubscription slots and has more attempts waiting.
+    for (let i = 0; i < 6; i += 1) await ask('acct', 'hanging', `hanging-${i}`);
+    expect(slots.counts()).toEqual({ inFlight: 4, waiting: 2, accounts: 1 });
+
+    const fast = [await ask('acct', 'fast', 'fast-0'), await ask('acct', 'fast', 'fast-1')];
+
+    expect(fast).toEqual(['started', 'started']);
+    expect(slots.counts()).toEqual({ inFlight: 6, waiting: 2, accounts: 1 });
+    // The hanging subscription's waiting attempts still come first, in order, when one of its own ends.
+    await release('hanging-0');
+    expect(granted.slice(-1)).toEqual(['hanging-4']);
+  });
+
   it('starts an account with nothing in flight at once while another holds every shared slot: the limit grows for it', async () => {
     const { slots, ask } = harness();
     for (let i = 0; i < 20; i += 1) await ask('noisy', `sub-${i % 5}`);

@@ -71,7 +71,6 @@ export class FairSlots {
   acquire(accountId: string, subscriptionId: string): Promise<Admission> {
     if (this.stopped) return Promise.resolve({ backInMs: 0 });
     const account = this.accountOf(accountId);
-    // Behind its own account's waiting attempts, in order: a later attempt never overtakes them.
     if (account.waiting.length === 0 && this.canStart(account, subscriptionId)) return Promise.resolve({ slot: this.start(accountId, account, subscriptionId) });
     const share = this.waitingShare();
     if (account.waiting.length >= share || (this.waiting >= this.options.maxWaiting && !this.evictBeyondShare(share))) {
@@ -82,6 +81,10 @@ export class FairSlots {
     return new Promise((grant) => {
       account.waiting.push({ subscriptionId, grant });
       this.waiting += 1;
+      // Behind its own account's waiting attempts that could start, in order; but never behind
+      // those that cannot (a subscription at its limit): they would hold back the account's other
+      // subscriptions until one of their own attempts ended.
+      this.grantWaiting();
     });
   }
 
