@@ -2,8 +2,24 @@ import request from 'supertest';
 import { completeAiMonitorRun, type Scope } from '@svc/core';
 import { createApiKey } from '@svc/core/operator';
 import { uniqueTag, waitFor } from '@svc/core/testing';
-import { seedTenant, type DeliveryRow, type Harness } from '@svc/dispatcher/test-support';
+import { createHarness, seedTenant, type DeliveryRow, type Harness } from '@svc/dispatcher/test-support';
 import { bearer, createTestApi, type TestApi } from './support.js';
+
+/**
+ * A harness (its fast retry schedule unless `harness` says otherwise) with its dispatcher
+ * running, and an API process on it: what most stories of a file share, started in its beforeAll.
+ */
+export async function startStage(options: { harness?: Record<string, string>; dispatcher?: Record<string, string> } = {}): Promise<{ h: Harness; api: TestApi }> {
+  const h = await createHarness(options.harness);
+  h.startDispatcher(options.dispatcher);
+  return { h, api: apiOn(h) };
+}
+
+/** Stops what startStage started (afterAll), whatever of it did start. */
+export async function stopStage(stage: { h?: Harness; api?: TestApi }): Promise<void> {
+  await stage.api?.close();
+  await stage.h?.close();
+}
 
 /** An API process on the harness's database and queues, so what it queues the harness's dispatcher sends. */
 export function apiOn(h: Harness): TestApi {

@@ -3,23 +3,16 @@ import request from 'supertest';
 import { completeScan, createLogger, createQueues, verifySignature } from '@svc/core';
 import { fanOutCollecting, testConfig, waitFor } from '@svc/core/testing';
 import { createApp } from '../src/app.js';
-import { createHarness, subscriptionRow, waitForDelivery, type Harness } from '@svc/dispatcher/test-support';
-import { apiOn, call, deliveriesOf, fireEvent, ISO_8601, tenantWithKey, waitForRow } from './delivery-stories.js';
+import { subscriptionRow, waitForDelivery, type Harness } from '@svc/dispatcher/test-support';
+import { startStage, stopStage, call, deliveriesOf, fireEvent, ISO_8601, tenantWithKey, waitForRow } from './delivery-stories.js';
 import { bearer, createUnreachableRedis, type TestApi } from './support.js';
 
 let h: Harness;
 let api: TestApi;
 
-beforeAll(async () => {
-  // The harness's fast schedule: all 7 attempts within a second or two.
-  h = await createHarness();
-  h.startDispatcher();
-  api = apiOn(h);
-});
-afterAll(async () => {
-  await api.close();
-  await h.close();
-});
+// The harness's fast schedule: all 7 attempts within a second or two.
+beforeAll(async () => ({ h, api } = await startStage()));
+afterAll(() => stopStage({ h, api }));
 
 const redeliverPath = (subscriptionId: string, deliveryId: string) =>
   `/api/v1/webhooks/${subscriptionId}/deliveries/${deliveryId}/redeliver`;

@@ -3,23 +3,16 @@ import request from 'supertest';
 import { completeScan, isSettingsCsrfToken } from '@svc/core';
 import { createApiKey, createSettingsLink, createSubscription, listApiKeys } from '@svc/core/operator';
 import { seedAccount, uniqueTag, waitFor } from '@svc/core/testing';
-import { createHarness, seedTenant, waitForDelivery, type Harness } from '@svc/dispatcher/test-support';
-import { apiOn } from './delivery-stories.js';
+import { seedTenant, waitForDelivery, type Harness } from '@svc/dispatcher/test-support';
+import { startStage, stopStage } from './delivery-stories.js';
 import { bearer, createTestApi, type TestApi } from './support.js';
 
 let h: Harness;
 let api: TestApi;
 
-beforeAll(async () => {
-  // The harness's fast schedule: all 7 attempts within a second or two.
-  h = await createHarness();
-  h.startDispatcher();
-  api = apiOn(h);
-});
-afterAll(async () => {
-  await api.close();
-  await h.close();
-});
+// The harness's fast schedule: all 7 attempts within a second or two.
+beforeAll(async () => ({ h, api } = await startStage()));
+afterAll(() => stopStage({ h, api }));
 
 const BASE = 'http://settings.example.test';
 

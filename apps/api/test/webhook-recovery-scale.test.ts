@@ -1,24 +1,17 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { completeAiMonitorRun, RECOVERY_MAX } from '@svc/core';
 import { uniqueTag, waitFor } from '@svc/core/testing';
-import { createHarness, type Harness } from '@svc/dispatcher/test-support';
-import { apiOn, tenantWithKey } from './delivery-stories.js';
+import { type Harness } from '@svc/dispatcher/test-support';
+import { startStage, stopStage, tenantWithKey } from './delivery-stories.js';
 import { seedFailedDeliveries, write } from './self-service-stories.js';
 import type { TestApi } from './support.js';
 
 let h: Harness;
 let api: TestApi;
 
-beforeAll(async () => {
-  // The harness's fast schedule and the dispatcher's default slots.
-  h = await createHarness();
-  h.startDispatcher();
-  api = apiOn(h);
-});
-afterAll(async () => {
-  await api.close();
-  await h.close();
-});
+// The harness's fast schedule and the dispatcher's default slots.
+beforeAll(async () => ({ h, api } = await startStage()));
+afterAll(() => stopStage({ h, api }));
 
 const recoverPath = (subscriptionId: string) => `/api/v1/webhooks/${subscriptionId}/recover`;
 

@@ -2,24 +2,17 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { newId, signStandardWebhook } from '@svc/core';
 import { uniqueTag, waitFor } from '@svc/core/testing';
-import { createHarness, waitForDelivery, type Harness, type ReceivedRequest } from '@svc/dispatcher/test-support';
-import { apiOn, fireEvent, ISO_8601, tenantWithKey } from './delivery-stories.js';
+import { waitForDelivery, type Harness, type ReceivedRequest } from '@svc/dispatcher/test-support';
+import { startStage, stopStage, fireEvent, ISO_8601, tenantWithKey } from './delivery-stories.js';
 import { dbNow, serviceVerifies, signaturesOf, standardSecret, standardVerifies, write } from './self-service-stories.js';
 import type { TestApi } from './support.js';
 
 let h: Harness;
 let api: TestApi;
 
-beforeAll(async () => {
-  // The harness's fast schedule: all 7 attempts within a second or two.
-  h = await createHarness();
-  h.startDispatcher();
-  api = apiOn(h);
-});
-afterAll(async () => {
-  await api.close();
-  await h.close();
-});
+// The harness's fast schedule: all 7 attempts within a second or two.
+beforeAll(async () => ({ h, api } = await startStage()));
+afterAll(() => stopStage({ h, api }));
 
 const rotatePath = (subscriptionId: string) => `/api/v1/webhooks/${subscriptionId}/rotate-secret`;
 const DAY_MS = 86_400_000;

@@ -2,8 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { completeScan, newId } from '@svc/core';
 import { markSubscriptionDeleting } from '@svc/core/operator';
 import { uniqueTag, waitFor } from '@svc/core/testing';
-import { attemptsOf, createHarness, waitForDelivery, type Harness } from '@svc/dispatcher/test-support';
-import { apiOn, fireEvent, ISO_8601, tenantWithKey, waitForRow } from './delivery-stories.js';
+import { attemptsOf, waitForDelivery, type Harness } from '@svc/dispatcher/test-support';
+import { startStage, stopStage, fireEvent, ISO_8601, tenantWithKey, waitForRow } from './delivery-stories.js';
 import { serviceVerifies, standardVerifies, write } from './self-service-stories.js';
 import type { TestApi } from './support.js';
 
@@ -13,15 +13,8 @@ let api: TestApi;
 /** A retry comes 2 s after a failed attempt: time enough to change the url in between. */
 const RETRY_DELAY_MS = 2_000;
 
-beforeAll(async () => {
-  h = await createHarness({ WEBHOOK_RETRY_DELAYS_MS: Array(6).fill(RETRY_DELAY_MS).join(',') });
-  h.startDispatcher();
-  api = apiOn(h);
-});
-afterAll(async () => {
-  await api.close();
-  await h.close();
-});
+beforeAll(async () => ({ h, api } = await startStage({ harness: { WEBHOOK_RETRY_DELAYS_MS: Array(6).fill(RETRY_DELAY_MS).join(',') } })));
+afterAll(() => stopStage({ h, api }));
 
 const subscriptionPath = (subscriptionId: string) => `/api/v1/webhooks/${subscriptionId}`;
 const HOOK_URL = 'https://hooks.example.com/incoming';
