@@ -487,3 +487,52 @@ describe('a request in progress with a key', () => {
     });
   });
 });
+
+describe('an answer that cannot be stored, and a revoked subscription', () => {
+  it('sends a bare 500 instead of an answer it could not store, and never runs the request again under that key', async () => {
+    const { accountId, key } = await account();
+    const idempotencyKey = `unstorable-${uniqueTag()}`;
+    // Postgres refuses to store this key's answer, as it might refuse any write.
+    await api.db.raw(`CREATE OR REPLACE FUNCTION refuse_answer() RETURNS trigger AS $$ BEGIN
+        IF NEW.state = 'done' AND NEW.key LIKE 'unstorable-%' THEN RAISE EXCEPTION 'refused'; END IF; RETURN NEW; END $$ LANGUAGE plpgsql`);
+    await api.db.raw('CREATE TRIGGER refuse_answer BEFORE UPDATE ON idempotency_keys FOR EACH ROW EXECUTE FUNCTION refuse_answer()');
+    let first: Response;
+    try {
+      first = await write(api, key, idempotencyKey).post('/api/v1/webhooks').send(CREATE);
+    } finally {
+      await api.db.raw('DROP TRIGGER refuse_answer ON idempotency_keys');
+    }
+
+    const retry = await write(api, key, idempotencyKey).post('/api/v1/webhooks').send(CREATE);
+
+    expect(first.status).toBe(500);
+    expect(first.text).toBe('Internal Server Error');
+    expect(retry.status).toBe(409);
+    expect(retry.body.error.code).toBe('idempotency_key_in_use');
+    // The create was done once; the key still stands for it.
+    expect(await subscriptionsOf(accountId)).toHaveLength(1);
+    expect((await keyRowsOf(accountId)).map((row) => row.state)).toEqual(['in_progress']);
+  });
+
+  it('forgets the stored answers about a subscription when it is revoked: its secret is not kept, and a replayed rotation is a new request (404)', async () => {
+    const { accountId, key } = await account();
+    const createKey = newKey();
+    const rotateKey = newKey();
+    const created = await write(api, key, createKey).post('/api/v1/webhooks').send(CREATE);
+    const id = created.body.data.subscription.id as string;
+    const rotated = await write(api, key, rotateKey).post(`${subscriptionPath(id)}/rotate-secret`).send({ overlapSeconds: 0 });
+    const other = await write(api, key, newKey()).post('/api/v1/webhooks').send({ ...CREATE, url: `${HOOK_URL}/other` });
+    expect([created.status, rotated.status, other.status]).toEqual([201, 200, 201]);
+
+    const deleted = await write(api, key).delete(subscriptionPath(id));
+    const replayedRotation = await write(api, key, rotateKey).post(`${subscriptionPath(id)}/rotate-secret`).send({ overlapSeconds: 0 });
+
+    expect(deleted.status).toBe(200);
+    expect(replayedRotation.status).toBe(404);
+    const rows = await keyRowsOf(accountId);
+    const bodies = rows.map((row) => String(row.response_body ?? ''));
+    expect(bodies.some((body) => body.includes(created.body.data.subscription.secret) || body.includes(rotated.body.data.subscription.secret))).toBe(false);
+    // Answers about other subscriptions stay.
+    expect(bodies.some((body) => body.includes(other.body.data.subscription.id))).toBe(true);
+  });
+});

@@ -25,8 +25,10 @@ function fingerprintOf(req: Request, res: Response): string {
  * `Idempotent-Replayed: true` and does nothing else. The answer is stored before it is sent, so a
  * client that got it can only ever get it again. A request whose client went away still runs to
  * its end and stores its answer, which the client's retry then gets (the lost-response case the
- * key exists for). A 5xx lets go of the key: a retry runs afresh. A process that dies mid-request
- * leaves the key held until its lease ends.
+ * key exists for). A 5xx lets go of the key: a retry runs afresh. An answer that cannot be stored
+ * is not sent either (the client gets a bare 500), and the key stays held until it expires, like
+ * the key of a process that died mid-request: what it did may have been done, so it is never run
+ * again under that key.
  */
 export function idempotentRequest(deps: { db: Db; logger: Pick<Logger, 'warn'> }): RequestHandler {
   return async function idempotentRequest(req: Request, res: Response, next: NextFunction): Promise<void> {
@@ -43,17 +45,29 @@ export function idempotentRequest(deps: { db: Db; logger: Pick<Logger, 'warn'> }
       return;
     }
     let settled = false;
-    const settle = (work: () => Promise<void>) => {
+    /** Runs the key's bookkeeping; true when it was done. */
+    const settle = (work: () => Promise<void>): Promise<boolean> => {
       settled = true;
-      return work().catch((error: Error) => {
-        deps.logger.warn('could not store the answer of an idempotent request; a retry with its key waits until the key is let go', { error: error.message });
-      });
+      return work().then(
+        () => true,
+        (error: Error) => {
+          deps.logger.warn('could not store the answer of an idempotent request; its key stays held until it expires', { error: error.message });
+          return false;
+        },
+      );
     };
     const json = res.json.bind(res);
     const send = res.send.bind(res);
     res.json = (body: unknown) => {
       const status = res.statusCode;
-      void settle(() => (status >= 500 ? keys.abandon(key) : keys.finish(key, status, JSON.stringify(body)))).then(() => json(body));
+      if (status >= 500) {
+        void settle(() => keys.abandon(key)).then(() => json(body));
+        return res;
+      }
+      void settle(() => keys.finish(key, status, JSON.stringify(body))).then((stored) => {
+        if (stored) json(body);
+        else res.status(500).type('text/plain').send('Internal Server Error');
+      });
       return res;
     };
     // The bare 5xx is sent as plain text, not through res.json: let go of the key first.

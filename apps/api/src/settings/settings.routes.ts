@@ -302,7 +302,7 @@ export function settingsRoutes(deps: SettingsDeps): Router {
   // Signed in or not, an unknown page is the 404 page; signed in, with the way back.
   router.use('/settings', async (req, res) => {
     await findSession(req, res);
-    throw new NotFoundError(`There is no page ${req.path} in Settings.`);
+    throw new NotFoundError('There is no such page in Settings.');
   });
   router.use('/settings', settingsErrorPage());
   return router;

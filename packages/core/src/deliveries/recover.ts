@@ -93,6 +93,8 @@ export async function recoverSubscriptionDeliveries(
        INSERT INTO deliveries (id, event_id, subscription_id, status, attempt_count, next_attempt_at, redelivery_of)
        SELECT 'dlv_' || replace(gen_random_uuid()::text, '-', ''), wanted.event_id, :subscriptionId, 'pending', 0, clock_timestamp(), wanted.id
          FROM wanted WHERE wanted.id IN (SELECT id FROM held)
+          -- Again here: a concurrent redelivery may have been made, or delivered, since the read.
+          AND NOT EXISTS (SELECT 1 FROM deliveries o WHERE o.event_id = wanted.event_id AND o.subscription_id = :subscriptionId AND o.status IN ('pending', 'delivered'))
         ORDER BY wanted.ord
        ON CONFLICT DO NOTHING
        RETURNING id, redelivery_of`,

@@ -3,12 +3,6 @@ import { IdempotencyKeyInUseError, IdempotencyKeyReusedError } from '../errors.j
 
 /** An answer is replayed for its Idempotency-Key this long after the first request. */
 export const IDEMPOTENCY_KEY_TTL_SECONDS = 24 * 60 * 60;
-/**
- * A request still in progress holds its key this long at most: a process that died mid-request
- * leaves a row that a retry with the same request may take over after it. Far above the longest
- * request the API lets a client make (API_REQUEST_TIMEOUT_MS, 30 s by default).
- */
-const IN_PROGRESS_LEASE_SECONDS = 5 * 60;
 
 export type IdempotentStart = { kind: 'first' } | { kind: 'replay'; status: number; body: string };
 
@@ -21,9 +15,10 @@ interface KeyRow {
 
 /**
  * Starts a request made with an Idempotency-Key: `first` when this request is to be answered (the
- * key is new to the account, its last use is over 24 hours old, or a request with the same
- * fingerprint died in progress over 5 minutes ago), `replay` with the stored answer when the same
- * request was answered before. IdempotencyKeyReusedError when the key was used for another
+ * key is new to the account, or its last use is over 24 hours old), `replay` with the stored answer
+ * when the same request was answered before. A request whose answer was never stored (its process
+ * died, or Postgres refused the answer) holds its key until it expires: it may have done what it
+ * was asked, so it is never run again under that key. IdempotencyKeyReusedError when the key was used for another
  * request (another method, path or body: another fingerprint); IdempotencyKeyInUseError while
  * the same request is still being answered. Keys are per account. One statement when the key is
  * new, two otherwise.
@@ -38,15 +33,14 @@ export async function startIdempotentRequest(db: DbOrTx, accountId: string, key:
           WHERE created_at < clock_timestamp() - make_interval(secs => :ttl) AND NOT (account_id = :accountId AND key = :key)
           ORDER BY created_at LIMIT 10)
      )
-     INSERT INTO idempotency_keys AS k (account_id, key, fingerprint, state, locked_until)
-     VALUES (:accountId, :key, :fingerprint, 'in_progress', clock_timestamp() + make_interval(secs => :lease))
+     INSERT INTO idempotency_keys AS k (account_id, key, fingerprint, state)
+     VALUES (:accountId, :key, :fingerprint, 'in_progress')
      ON CONFLICT (account_id, key) DO UPDATE
-        SET fingerprint = EXCLUDED.fingerprint, state = 'in_progress', locked_until = EXCLUDED.locked_until,
+        SET fingerprint = EXCLUDED.fingerprint, state = 'in_progress', locked_until = NULL,
             response_status = NULL, response_body = NULL, created_at = clock_timestamp()
       WHERE k.created_at < clock_timestamp() - make_interval(secs => :ttl)
-         OR (k.state = 'in_progress' AND k.locked_until < clock_timestamp() AND k.fingerprint = EXCLUDED.fingerprint)
      RETURNING 1`,
-    { accountId, key, fingerprint, lease: IN_PROGRESS_LEASE_SECONDS, ttl: IDEMPOTENCY_KEY_TTL_SECONDS },
+    { accountId, key, fingerprint, ttl: IDEMPOTENCY_KEY_TTL_SECONDS },
   );
   if ((claimed.rows as unknown[]).length > 0) return { kind: 'first' };
   const row = (await db('idempotency_keys')

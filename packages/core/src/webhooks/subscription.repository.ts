@@ -121,6 +121,9 @@ export async function deleteSubscriptionRows(
       .where({ subscription_id: subscriptionId, status: 'pending' })
       .select('id', 'attempt_count');
     await tx('webhook_subscriptions').where({ id: subscriptionId, account_id: accountId }).del();
+    // Stored answers to requests about it (its create and rotations hold its secret) go with it:
+    // a replay after the revocation answers as a new request would (404 for a rotation).
+    await tx('idempotency_keys').where({ account_id: accountId }).whereRaw('position(? in response_body) > 0', [`"id":"${subscriptionId}"`]).del();
     return pending.map((row: { id: string; attempt_count: number }) => ({
       deliveryId: row.id,
       attempt: row.attempt_count + 1,
