@@ -16,6 +16,12 @@ afterAll(() => stopStage({ h, api }));
 
 const BASE = 'http://settings.example.test';
 
+/** A browser following a link (as its Sec-Fetch headers say): what uses a sign-in link at once. */
+function follow(app: TestApi['app'], path: string, cookie?: string) {
+  const req = request(app).get(path).set('Sec-Fetch-Mode', 'navigate').set('Sec-Fetch-Dest', 'document').set('Sec-Fetch-Site', 'cross-site');
+  return cookie ? req.set('Cookie', cookie) : req;
+}
+
 /** A fresh sign-in link's token for the account. */
 async function linkToken(accountId: string, ttlSeconds?: number): Promise<string> {
   const link = await createSettingsLink(h.db, { accountId, baseUrl: BASE, ...(ttlSeconds ? { ttlSeconds } : {}) });
@@ -27,7 +33,7 @@ async function linkToken(accountId: string, ttlSeconds?: number): Promise<string
 
 /** An owner signed in to Settings: the session cookie and the CSRF token its pages carry. */
 async function signIn(accountId: string) {
-  const res = await request(api.app).get(`/settings/sign-in?token=${await linkToken(accountId)}`);
+  const res = await follow(api.app, `/settings/sign-in?token=${await linkToken(accountId)}`);
   expect(res.status).toBe(200);
   const cookie = String(res.headers['set-cookie']).split(';')[0]!;
   const page = await request(api.app).get('/settings/api-keys').set('Cookie', cookie);
@@ -75,7 +81,7 @@ describe('signing in to Settings with a link', () => {
   it('opens a session for the link’s account with a cookie only /settings receives, HttpOnly and SameSite=Strict, and moves on to the API keys page', async () => {
     const accountId = await newOwner();
 
-    const res = await request(api.app).get(`/settings/sign-in?token=${await linkToken(accountId)}`);
+    const res = await follow(api.app, `/settings/sign-in?token=${await linkToken(accountId)}`);
 
     expect(res.status).toBe(200);
     const cookie = String(res.headers['set-cookie']);
@@ -94,7 +100,7 @@ describe('signing in to Settings with a link', () => {
   it('marks the cookie Secure when PUBLIC_BASE_URL is https', async () => {
     const secureApi = createTestApi({ DATABASE_URL: h.config.databaseUrl, QUEUE_PREFIX: h.config.queuePrefix, PUBLIC_BASE_URL: 'https://visibility.example.com' }, { db: h.db });
     try {
-      const res = await request(secureApi.app).get(`/settings/sign-in?token=${await linkToken(await newOwner())}`);
+      const res = await follow(secureApi.app, `/settings/sign-in?token=${await linkToken(await newOwner())}`);
       expect(String(res.headers['set-cookie'])).toMatch(/; HttpOnly; SameSite=Strict; Secure$/);
     } finally {
       await secureApi.close();
@@ -104,20 +110,78 @@ describe('signing in to Settings with a link', () => {
   it('refuses a reused link with 410, an expired one with 410 and an unknown or altered one with 401, opening no session', async () => {
     const accountId = await newOwner();
     const used = await linkToken(accountId);
-    await request(api.app).get(`/settings/sign-in?token=${used}`).expect(200);
+    await follow(api.app, `/settings/sign-in?token=${used}`).expect(200);
     const expired = await linkToken(accountId);
     await h.db('settings_links').update({ expires_at: h.db.raw(`now() - interval '1 second'`) }).whereNotNull('token_hash').andWhere('used_at', null).andWhere({ account_id: accountId });
 
-    const reused = await request(api.app).get(`/settings/sign-in?token=${used}`);
-    const late = await request(api.app).get(`/settings/sign-in?token=${expired}`);
-    const altered = await request(api.app).get(`/settings/sign-in?token=${used.slice(0, -1)}${used.endsWith('A') ? 'B' : 'A'}`);
-    const missing = await request(api.app).get('/settings/sign-in');
+    const reused = await follow(api.app, `/settings/sign-in?token=${used}`);
+    const late = await follow(api.app, `/settings/sign-in?token=${expired}`);
+    const altered = await follow(api.app, `/settings/sign-in?token=${used.slice(0, -1)}${used.endsWith('A') ? 'B' : 'A'}`);
+    const missing = await follow(api.app, '/settings/sign-in');
 
     expect([reused.status, late.status, altered.status, missing.status]).toEqual([410, 410, 401, 401]);
     expect(reused.text).toContain('already been used');
     expect(late.text).toContain('expired');
     for (const res of [reused, late, altered, missing]) expect(res.headers['set-cookie']).toBeUndefined();
     expect(await h.db('settings_sessions').where({ account_id: accountId })).toHaveLength(1);
+  });
+
+  it('does not use the link for anything but a browser following it (a link preview, a scanner, a HEAD): it answers a page to continue from', async () => {
+    const accountId = await newOwner();
+    await h.db('accounts').where({ id: accountId }).update({ name: 'Acme <Ltd>' });
+    const token = await linkToken(accountId);
+
+    const preview = await request(api.app).get(`/settings/sign-in?token=${token}`);
+    const head = await request(api.app).head(`/settings/sign-in?token=${token}`).set('Sec-Fetch-Mode', 'navigate').set('Sec-Fetch-Dest', 'document');
+    const continued = await request(api.app).post('/settings/sign-in').set('Sec-Fetch-Site', 'same-origin').type('form').send(`token=${token}`);
+
+    expect([preview.status, head.status]).toEqual([200, 200]);
+    for (const res of [preview, head]) expect(res.headers['set-cookie']).toBeUndefined();
+    expect(preview.text).toContain('This link opens the Settings of <strong>Acme &lt;Ltd&gt;</strong>.');
+    expect(preview.text).toContain('<button type="submit">Continue to Settings</button>');
+    expect(continued.status).toBe(303);
+    expect(continued.headers.location).toBe('/settings/api-keys');
+    const cookie = String(continued.headers['set-cookie']).split(';')[0]!;
+    const page = await request(api.app).get('/settings/api-keys').set('Cookie', cookie);
+    expect(page.status).toBe(200);
+    expect(page.text).toContain('Account: <strong>Acme &lt;Ltd&gt;</strong>');
+  });
+
+  it('refuses a continue posted from another site or a sandboxed page (403), leaving the link unused', async () => {
+    const accountId = await newOwner();
+    const token = await linkToken(accountId);
+
+    const crossSite = await request(api.app).post('/settings/sign-in').set('Sec-Fetch-Site', 'cross-site').type('form').send(`token=${token}`);
+    const otherOrigin = await request(api.app).post('/settings/sign-in').set('Origin', 'https://attacker.example').type('form').send(`token=${token}`);
+    const nullOrigin = await request(api.app).post('/settings/sign-in').set('Origin', 'null').type('form').send(`token=${token}`);
+
+    expect([crossSite.status, otherOrigin.status, nullOrigin.status]).toEqual([403, 403, 403]);
+    for (const res of [crossSite, otherOrigin, nullOrigin]) expect(res.headers['set-cookie']).toBeUndefined();
+    expect(await h.db('settings_links').where({ account_id: accountId }).whereNotNull('used_at')).toEqual([]);
+    expect((await follow(api.app, `/settings/sign-in?token=${token}`)).headers['set-cookie']).toBeDefined();
+  });
+
+  it('asks before a link of another account switches a signed-in browser, and signs the first account out when it does', async () => {
+    const first = await newOwner();
+    const second = await newOwner();
+    await h.db('accounts').where({ id: first }).update({ name: 'First Co' });
+    await h.db('accounts').where({ id: second }).update({ name: 'Second Co' });
+    const owner = await signIn(first);
+    const token = await linkToken(second);
+
+    const asked = await follow(api.app, `/settings/sign-in?token=${token}`, owner.cookie);
+    expect(asked.status).toBe(200);
+    expect(asked.headers['set-cookie']).toBeUndefined();
+    expect(asked.text).toContain('This link opens the Settings of <strong>Second Co</strong>.');
+    expect(asked.text).toContain('This browser is signed in to the Settings of <strong>First Co</strong>');
+    expect((await owner.get('/settings/api-keys')).status).toBe(200);
+
+    const switched = await request(api.app).post('/settings/sign-in').set('Cookie', owner.cookie).set('Sec-Fetch-Site', 'same-origin').type('form').send(`token=${token}`);
+
+    expect(switched.status).toBe(303);
+    const cookie = String(switched.headers['set-cookie']).split(';')[0]!;
+    expect((await request(api.app).get('/settings/api-keys').set('Cookie', cookie)).text).toContain('Account: <strong>Second Co</strong>');
+    expect((await owner.get('/settings/api-keys')).status).toBe(401);
   });
 
   it('issues links for 10 minutes by default, at most an hour, and only for an account that exists', async () => {

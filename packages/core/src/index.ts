@@ -47,6 +47,7 @@ export type { ApiKeyListing, CreatedApiKey } from './keys/key.repository.js';
 // Settings sessions: a browser's session is found by its token before any account is known.
 export {
   exchangeSettingsLink,
+  inspectSettingsLink,
   findSettingsSession,
   endSettingsSession,
   settingsCsrfToken,

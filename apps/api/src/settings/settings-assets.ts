@@ -12,6 +12,7 @@ body{margin:0}
 .bar nav a[aria-current=page]{color:#1b1f24;text-decoration-thickness:3px}
 .bar form{margin:0}
 .brand{font-weight:600}
+.account{margin:0;color:#424a53}
 .skip{position:absolute;left:-10000px}
 .skip:focus{position:static}
 main{max-width:72rem;margin:0 auto;padding:1rem;overflow-wrap:break-word}

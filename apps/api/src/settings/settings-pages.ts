@@ -1,9 +1,10 @@
 import { EVENT_TYPES, newSettingsFormToken, SCOPES, WILDCARD_EVENT, type ApiKeyListing, type DeliveryDetail } from '@svc/core';
 import { html, type SafeHtml } from './html.js';
 
-/** What every signed-in page needs: the session's CSRF token for its forms. */
+/** What every signed-in page needs: the session's CSRF token for its forms, and whose Settings these are. */
 export interface PageSession {
   csrf: string;
+  accountName: string;
 }
 
 type Section = 'api-keys' | 'webhooks';
@@ -33,6 +34,7 @@ export function layout(input: { title: string; session?: PageSession; section?: 
       <a href="/settings/api-keys"${current('api-keys')}>API keys</a>
       <a href="/settings/webhooks"${current('webhooks')}>Webhooks</a>
     </nav>
+    <p class="account">Account: <strong>${input.session.accountName}</strong></p>
     <form method="post" action="/settings/sign-out">${csrfField(input.session)}<button type="submit" class="secondary">Sign out</button></form>
   </header>`
     : html`<header class="bar"><span class="brand">Site Visibility Settings</span></header>`;
@@ -63,6 +65,24 @@ export function messagePage(input: { title: string; message: string; session?: P
     body: html`<h1>${input.title}</h1>
     <p>${input.message}</p>
     ${input.next ? html`<p><a href="${input.next.href}">${input.next.label}</a></p>` : ''}`,
+  });
+}
+
+/**
+ * The page a sign-in link answers when it is not used at once: opened by something that is not a
+ * browser following it (a link preview, a mail scanner), or while this browser is signed in to
+ * another account's Settings. The link is used only when the owner continues.
+ */
+export function continueSignInPage(input: { token: string; accountName: string; signedInTo?: string }): SafeHtml {
+  return layout({
+    title: 'Open Settings',
+    body: html`<h1>Open Settings</h1>
+    <p>This link opens the Settings of <strong>${input.accountName}</strong>.</p>
+    ${input.signedInTo ? html`<p>This browser is signed in to the Settings of <strong>${input.signedInTo}</strong>; continuing signs it out of them.</p>` : ''}
+    <form method="post" action="/settings/sign-in">
+      <input type="hidden" name="token" value="${input.token}">
+      <button type="submit">Continue to Settings</button>
+    </form>`,
   });
 }
 

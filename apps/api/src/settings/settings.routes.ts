@@ -7,6 +7,7 @@ import {
   exchangeSettingsLink,
   findSettingsSession,
   forAccount,
+  inspectSettingsLink,
   InputError,
   isSettingsCsrfToken,
   NotFoundError,
@@ -28,6 +29,7 @@ import type { SafeHtml } from './html.js';
 import { SETTINGS_CSS, SETTINGS_JS } from './settings-assets.js';
 import {
   apiKeysPage,
+  continueSignInPage,
   deleteWebhookPage,
   deliveryLogPage,
   messagePage,
@@ -101,6 +103,16 @@ function readCookie(req: Request, name: string): string | undefined {
   return undefined;
 }
 
+/** True for an Origin header naming this service: PUBLIC_BASE_URL, or the host the request was sent to. */
+function isOwnOrigin(origin: string, host: string | undefined, publicBaseUrl: string): boolean {
+  if (origin === publicBaseUrl) return true;
+  try {
+    return host !== undefined && new URL(origin).host === host;
+  } catch {
+    return false;
+  }
+}
+
 function sessionCookie(value: string, maxAgeSeconds: number, secure: boolean): string {
   return [`${COOKIE}=${value}`, `Path=${COOKIE_PATH}`, `Max-Age=${maxAgeSeconds}`, 'HttpOnly', 'SameSite=Strict', ...(secure ? ['Secure'] : [])].join('; ');
 }
@@ -133,14 +145,25 @@ export function settingsRoutes(deps: SettingsDeps): Router {
   const secure = deps.publicBaseUrl.startsWith('https:');
   const form = express.urlencoded({ extended: false, limit: '16kb', parameterLimit: 50 });
 
-  /** The request's live session, if its cookie names one (noted for the page and its forms). */
-  const findSession = async (req: Request, res: Response): Promise<SettingsSession | undefined> => {
+  /** The request's live session, if its cookie names one. */
+  const liveSession = async (req: Request): Promise<SettingsSession | undefined> => {
     const token = readCookie(req, COOKIE);
     const found = token === undefined ? undefined : await findSettingsSession(deps.db, token);
     if (!found || token === undefined) return undefined;
-    const session: SettingsSession = { accountId: found.accountId, token, csrf: settingsCsrfToken(token) };
-    res.locals.settings = session;
+    return { accountId: found.accountId, accountName: found.accountName, token, csrf: settingsCsrfToken(token) };
+  };
+  /** As liveSession, noted for the page and its forms. */
+  const findSession = async (req: Request, res: Response): Promise<SettingsSession | undefined> => {
+    const session = await liveSession(req);
+    if (session) res.locals.settings = session;
     return session;
+  };
+  /** Uses the link: a new session for its account, the browser's previous one ended. */
+  const signIn = async (req: Request, res: Response, token: string): Promise<void> => {
+    const previous = readCookie(req, COOKIE);
+    const { sessionToken } = await exchangeSettingsLink(deps.db, token);
+    if (previous !== undefined) await endSettingsSession(deps.db, previous);
+    res.set('Set-Cookie', sessionCookie(sessionToken, SETTINGS_SESSION_LIFETIME_MS / 1000, secure));
   };
   const requireSession: RequestHandler = async (req, res, next) => {
     if (!(await findSession(req, res))) throw new SettingsSessionError('Your Settings session has ended. Open Settings again from your account to sign in.');
@@ -173,12 +196,35 @@ export function settingsRoutes(deps: SettingsDeps): Router {
     res.type('application/javascript').send(SETTINGS_JS);
   });
 
+  // Opening the link in a browser uses it at once, unless this browser is signed in to another
+  // account's Settings (then it asks first: a link of someone else's account must not switch an
+  // owner's Settings behind their back). Anything but a browser following a link (Sec-Fetch-Mode
+  // navigate, Sec-Fetch-Dest document) — a link preview, a mail scanner, a HEAD — gets the page
+  // that asks, and the link stays unused.
   router.get('/settings/sign-in', async (req, res) => {
-    const { sessionToken } = await exchangeSettingsLink(deps.db, textOf(req.query.token));
-    res.set('Set-Cookie', sessionCookie(sessionToken, SETTINGS_SESSION_LIFETIME_MS / 1000, secure));
+    const token = textOf(req.query.token);
+    const link = await inspectSettingsLink(deps.db, token);
+    const current = await liveSession(req);
+    const followed = req.method === 'GET' && req.get('sec-fetch-mode') === 'navigate' && req.get('sec-fetch-dest') === 'document';
+    if (!followed || (current && current.accountId !== link.accountId)) {
+      send(res, continueSignInPage({ token, accountName: link.accountName, ...(current && current.accountId !== link.accountId ? { signedInTo: current.accountName } : {}) }));
+      return;
+    }
+    await signIn(req, res, token);
     // A page of this origin moves on to Settings: a redirect would still be the navigation that
     // came from the main product's site, for which the browser withholds a SameSite=Strict cookie.
     send(res, signedInPage());
+  });
+  // "Continue to Settings" on that page: only from a page of this origin (a form another site
+  // posts would sign its visitor in to the account of its choice).
+  router.post('/settings/sign-in', form, async (req, res) => {
+    const site = req.get('sec-fetch-site');
+    const origin = req.get('origin');
+    if ((site !== undefined && site !== 'same-origin') || (origin !== undefined && !isOwnOrigin(origin, req.get('host'), deps.publicBaseUrl))) {
+      throw new CsrfError('This sign-in did not come from Settings, so nothing was changed. Open the link again.');
+    }
+    await signIn(req, res, textOf((req.body as Record<string, unknown>).token));
+    res.redirect(303, '/settings/api-keys');
   });
   router.get('/settings', (_req, res) => {
     res.redirect(303, '/settings/api-keys');

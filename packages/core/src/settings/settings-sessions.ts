@@ -21,6 +21,10 @@ const TOKEN_SHAPE = /^[A-Za-z0-9_-]{43}$/;
 const KEEP_ENDED_MS = 24 * 60 * 60_000;
 const PURGE_BATCH = 1_000;
 
+const INVALID_LINK = 'This sign-in link is not valid. Open Settings again from your account to get a new link.';
+const USED_LINK = 'This sign-in link has already been used. Each link opens Settings once: open Settings again from your account.';
+const EXPIRED_LINK = 'This sign-in link has expired. Open Settings again from your account to get a new link.';
+
 const newToken = (prefix: string) => prefix + randomBytes(TOKEN_BYTES).toString('base64url');
 const wellFormed = (token: string, prefix: string) => token.startsWith(prefix) && TOKEN_SHAPE.test(token.slice(prefix.length));
 
@@ -76,7 +80,7 @@ async function purgeEndedSettingsRows(db: DbOrTx): Promise<void> {
  * altered, SettingsLinkGoneError (410) for one already used or expired.
  */
 export async function exchangeSettingsLink(db: Db, token: string): Promise<{ sessionToken: string; accountId: string }> {
-  if (!wellFormed(token, LINK_PREFIX)) throw new SettingsLinkInvalidError('This sign-in link is not valid. Open Settings again from your account to get a new link.');
+  if (!wellFormed(token, LINK_PREFIX)) throw new SettingsLinkInvalidError(INVALID_LINK);
   const tokenHash = hashApiKey(token);
   return db.transaction(async (tx) => {
     const [used] = (await tx('settings_links')
@@ -87,12 +91,8 @@ export async function exchangeSettingsLink(db: Db, token: string): Promise<{ ses
       .returning(['account_id'])) as Array<{ account_id: string }>;
     if (!used) {
       const known = (await tx('settings_links').where({ token_hash: tokenHash }).first('used_at')) as { used_at: Date | null } | undefined;
-      if (!known) throw new SettingsLinkInvalidError('This sign-in link is not valid. Open Settings again from your account to get a new link.');
-      throw new SettingsLinkGoneError(
-        known.used_at
-          ? 'This sign-in link has already been used. Each link opens Settings once: open Settings again from your account.'
-          : 'This sign-in link has expired. Open Settings again from your account to get a new link.',
-      );
+      if (!known) throw new SettingsLinkInvalidError(INVALID_LINK);
+      throw new SettingsLinkGoneError(known.used_at ? USED_LINK : EXPIRED_LINK);
     }
     const sessionToken = newToken(SESSION_PREFIX);
     await tx('settings_sessions').insert({ token_hash: hashApiKey(sessionToken), account_id: used.account_id });
@@ -105,16 +105,36 @@ export async function exchangeSettingsLink(db: Db, token: string): Promise<{ ses
  * unknown, ended (signed out), idle for SETTINGS_SESSION_IDLE_MS or older than
  * SETTINGS_SESSION_LIFETIME_MS. One statement.
  */
-export async function findSettingsSession(db: Db, sessionToken: string): Promise<{ accountId: string } | undefined> {
+export async function findSettingsSession(db: Db, sessionToken: string): Promise<{ accountId: string; accountName: string } | undefined> {
   if (!wellFormed(sessionToken, SESSION_PREFIX)) return undefined;
-  const [row] = (await db('settings_sessions')
-    .where({ token_hash: hashApiKey(sessionToken) })
-    .whereNull('ended_at')
-    .where('last_seen_at', '>', db.raw(`now() - make_interval(secs => ?)`, [SETTINGS_SESSION_IDLE_MS / 1000]))
-    .where('created_at', '>', db.raw(`now() - make_interval(secs => ?)`, [SETTINGS_SESSION_LIFETIME_MS / 1000]))
-    .update({ last_seen_at: db.raw('now()') })
-    .returning(['account_id'])) as Array<{ account_id: string }>;
-  return row ? { accountId: row.account_id } : undefined;
+  const { rows } = (await db.raw(
+    `UPDATE settings_sessions s SET last_seen_at = now()
+       FROM accounts a
+      WHERE s.token_hash = ? AND a.id = s.account_id AND s.ended_at IS NULL
+        AND s.last_seen_at > now() - make_interval(secs => ?) AND s.created_at > now() - make_interval(secs => ?)
+      RETURNING s.account_id, a.name`,
+    [hashApiKey(sessionToken), SETTINGS_SESSION_IDLE_MS / 1000, SETTINGS_SESSION_LIFETIME_MS / 1000],
+  )) as { rows: Array<{ account_id: string; name: string }> };
+  const [row] = rows;
+  return row ? { accountId: row.account_id, accountName: row.name } : undefined;
+}
+
+/**
+ * The account a sign-in link opens, without using the link: for the page that asks before it is
+ * used. The same errors as exchangeSettingsLink.
+ */
+export async function inspectSettingsLink(db: Db, token: string): Promise<{ accountId: string; accountName: string }> {
+  if (!wellFormed(token, LINK_PREFIX)) throw new SettingsLinkInvalidError(INVALID_LINK);
+  const row = (await db('settings_links as l')
+    .join('accounts as a', 'a.id', 'l.account_id')
+    .where({ 'l.token_hash': hashApiKey(token) })
+    .first('l.account_id', 'a.name', 'l.used_at', db.raw('l.expires_at <= now() AS expired'))) as
+    | { account_id: string; name: string; used_at: Date | null; expired: boolean }
+    | undefined;
+  if (!row) throw new SettingsLinkInvalidError(INVALID_LINK);
+  if (row.used_at) throw new SettingsLinkGoneError(USED_LINK);
+  if (row.expired) throw new SettingsLinkGoneError(EXPIRED_LINK);
+  return { accountId: row.account_id, accountName: row.name };
 }
 
 /** Ends a session (Sign out); ending one already ended does nothing. */
