@@ -177,6 +177,16 @@ export function settingsRoutes(deps: SettingsDeps): Router {
   };
   /** A change: its form is read, then refused unless it carries the session's CSRF token. */
   const change = [form, requireSession, requireCsrf];
+  /** The API keys page of the request's account, with what this answer adds to it. */
+  const sendKeysPage = async (res: Response, extra: Omit<Parameters<typeof apiKeysPage>[0], 'session' | 'keys'> = {}, status = 200) => {
+    send(res, apiKeysPage({ session: sessionOf(res), keys: await accountOf(res, deps.db).keys.list(), ...extra }), status);
+  };
+  /** The Webhooks page of the request's account, with what this answer adds to it. */
+  const sendWebhooksPage = async (res: Response, extra: Omit<Parameters<typeof webhooksPage>[0], 'session' | 'subscriptions'> = {}, status = 200) => {
+    const subscriptions = JSON.parse(await accountOf(res, deps.db).webhooks.listJson()) as ListedSubscription[];
+    send(res, webhooksPage({ session: sessionOf(res), subscriptions, ...extra }), status);
+  };
+
   /** A create form is sent once: the same form again (a reload, Back then Forward) creates nothing. */
   const once: RequestHandler = async (req, res, next) => {
     if (!(await useSettingsFormToken(deps.db, sessionOf(res).token, (req.body as Record<string, unknown>)._form))) {
@@ -231,8 +241,7 @@ export function settingsRoutes(deps: SettingsDeps): Router {
   });
 
   router.get('/settings/api-keys', requireSession, async (req, res) => {
-    const notice = req.query.notice === 'revoked' ? 'The key was revoked. The API refuses it from now on.' : undefined;
-    send(res, apiKeysPage({ session: sessionOf(res), keys: await accountOf(res, deps.db).keys.list(), ...(notice ? { notice } : {}) }));
+    await sendKeysPage(res, req.query.notice === 'revoked' ? { notice: 'The key was revoked. The API refuses it from now on.' } : {});
   });
   router.post(
     '/settings/api-keys',
@@ -240,20 +249,15 @@ export function settingsRoutes(deps: SettingsDeps): Router {
     once,
     async (req: Request, res: Response) => {
       const body = req.body as Record<string, unknown>;
-      const repos = accountOf(res, deps.db);
-      const created = await repos.keys.create({ name: textOf(body.name), scopes: listOf(body.scopes) });
-      send(res, apiKeysPage({ session: sessionOf(res), keys: await repos.keys.list(), created: { key: created.key, name: created.name } }), 201);
+      const created = await accountOf(res, deps.db).keys.create({ name: textOf(body.name), scopes: listOf(body.scopes) });
+      await sendKeysPage(res, { created: { key: created.key, name: created.name } }, 201);
     },
     formErrors(async (error, req, res) => {
-      if (error instanceof ConflictError) {
-        send(res, apiKeysPage({ session: sessionOf(res), keys: await accountOf(res, deps.db).keys.list(), notice: error.message }), 409);
-        return true;
-      }
+      if (error instanceof ConflictError) return sendKeysPage(res, { notice: error.message }, 409).then(() => true);
       if (!(error instanceof InputError) || (error.field !== 'name' && error.field !== 'scopes')) return false;
       const body = req.body as Record<string, unknown>;
       const keyForm: KeyForm = { name: textOf(body.name), scopes: listOf(body.scopes), errors: { [error.field]: sentence(error.message) } };
-      send(res, apiKeysPage({ session: sessionOf(res), keys: await accountOf(res, deps.db).keys.list(), form: keyForm }), 400);
-      return true;
+      return sendKeysPage(res, { form: keyForm }, 400).then(() => true);
     }),
   );
   router.get('/settings/api-keys/:keyId/revoke', requireSession, requireId('keyId', NO_KEY), async (req, res) => {
@@ -268,9 +272,7 @@ export function settingsRoutes(deps: SettingsDeps): Router {
   });
 
   router.get('/settings/webhooks', requireSession, async (req, res) => {
-    const notice = req.query.notice === 'deleted' ? 'The webhook was deleted.' : undefined;
-    const subscriptions = JSON.parse(await accountOf(res, deps.db).webhooks.listJson()) as ListedSubscription[];
-    send(res, webhooksPage({ session: sessionOf(res), subscriptions, ...(notice ? { notice } : {}) }));
+    await sendWebhooksPage(res, req.query.notice === 'deleted' ? { notice: 'The webhook was deleted.' } : {});
   });
   router.post(
     '/settings/webhooks',
@@ -278,24 +280,16 @@ export function settingsRoutes(deps: SettingsDeps): Router {
     once,
     async (req: Request, res: Response) => {
       const body = req.body as Record<string, unknown>;
-      const repos = accountOf(res, deps.db);
-      const sub = await repos.webhooks.create(parseCreateSubscription({ url: textOf(body.url), events: listOf(body.events) }));
-      const subscriptions = JSON.parse(await repos.webhooks.listJson()) as ListedSubscription[];
-      send(res, webhooksPage({ session: sessionOf(res), subscriptions, created: { url: sub.url, secret: sub.secret } }), 201);
+      const sub = await accountOf(res, deps.db).webhooks.create(parseCreateSubscription({ url: textOf(body.url), events: listOf(body.events) }));
+      await sendWebhooksPage(res, { created: { url: sub.url, secret: sub.secret } }, 201);
     },
     formErrors(async (error, req, res) => {
-      if (error instanceof ConflictError) {
-        const subscriptions = JSON.parse(await accountOf(res, deps.db).webhooks.listJson()) as ListedSubscription[];
-        send(res, webhooksPage({ session: sessionOf(res), subscriptions, notice: error.message }), 409);
-        return true;
-      }
+      if (error instanceof ConflictError) return sendWebhooksPage(res, { notice: error.message }, 409).then(() => true);
       if (!(error instanceof ValidationError)) return false;
       const body = req.body as Record<string, unknown>;
       const field = error.code === 'invalid_url' ? 'url' : error.code === 'invalid_events' ? 'events' : 'form';
       const webhookForm: WebhookForm = { url: textOf(body.url), events: listOf(body.events), errors: { [field]: error.message } };
-      const subscriptions = JSON.parse(await accountOf(res, deps.db).webhooks.listJson()) as ListedSubscription[];
-      send(res, webhooksPage({ session: sessionOf(res), subscriptions, form: webhookForm }), 400);
-      return true;
+      return sendWebhooksPage(res, { form: webhookForm }, 400).then(() => true);
     }),
   );
   router.get('/settings/webhooks/:subscriptionId', requireSession, requireId('subscriptionId', NO_WEBHOOK), async (req, res) => {
