@@ -5,6 +5,7 @@
 //
 // Needs a key with read:sites and read:scans. Output: one JSON line per run on stdout.
 import { readFile, rename, writeFile, appendFile } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
 import { SiteVisibilityClient } from '@site-visibility/client';
 
 const apiKey = process.env.SVC_API_KEY;
@@ -12,8 +13,9 @@ if (!apiKey) {
   console.error('set SVC_API_KEY to a key with read:sites and read:scans');
   process.exit(2);
 }
-const checkpointFile = process.env.CHECKPOINT_FILE ?? 'checkpoint.json';
-const scoresFile = process.env.SCORES_FILE ?? 'scores.jsonl';
+// Beside this script unless told otherwise, wherever it is run from.
+const checkpointFile = process.env.CHECKPOINT_FILE ?? fileURLToPath(new URL('checkpoint.json', import.meta.url));
+const scoresFile = process.env.SCORES_FILE ?? fileURLToPath(new URL('scores.jsonl', import.meta.url));
 
 const client = new SiteVisibilityClient({
   apiKey,
