@@ -42,6 +42,14 @@ export interface TransportOptions {
   onRateLimit?: 'wait' | 'throw';
   /** Default 2. */
   maxRateLimitWaits?: number;
+  /**
+   * The longest `Retry-After` the client waits, in seconds (default 60, the spec's; at most
+   * 2,147,483). A 429 or 5xx asking for longer fails the call at once with its error, whose
+   * `retryAfterSeconds` says how long the service asked for, instead of sleeping that long.
+   */
+  maxRetryAfterSeconds?: number;
+  /** The largest answer the client reads, in bytes (default 10 MiB); a larger one fails as `invalid_response`. */
+  maxResponseBytes?: number;
   /** Bound on one try, from sending to the whole answer read. Default 30 s. */
   timeoutMs?: number;
   /** Called before every retry; throw from it, or abort the request's signal, to stop retrying. */
@@ -74,6 +82,9 @@ const KEYED = new Set(['POST', 'PATCH']);
 /** The API's rule for an Idempotency-Key (its OpenAPI document, parameter IdempotencyKey). */
 const IDEMPOTENCY_KEY_SHAPE = /^[\x20-\x7E]{1,255}$/;
 const DEFAULT_RETRY_AFTER_SECONDS = 60;
+/** The longest delay setTimeout takes (2^31 − 1 ms); longer ones fire at once. */
+const MAX_TIMER_SECONDS = Math.floor((2 ** 31 - 1) / 1000);
+const DEFAULT_MAX_RESPONSE_BYTES = 10 * 1024 * 1024;
 
 interface Envelope {
   data?: unknown;
@@ -102,6 +113,12 @@ export class Transport {
     }
     this.base = url.toString().replace(/\/+$/, '').replace(/\/api\/v1$/, '');
     this.fetchImpl = options.fetch ?? globalThis.fetch;
+    const cap = options.maxRetryAfterSeconds;
+    if (cap !== undefined && (!Number.isInteger(cap) || cap < 0 || cap > MAX_TIMER_SECONDS)) {
+      throw new TypeError(`maxRetryAfterSeconds must be a whole number of seconds from 0 to ${MAX_TIMER_SECONDS}`);
+    }
+    const bytes = options.maxResponseBytes;
+    if (bytes !== undefined && (!Number.isInteger(bytes) || bytes < 1)) throw new TypeError('maxResponseBytes must be a positive whole number');
   }
 
   /** Performs one API call and returns the `data` member of the envelope. */
@@ -148,6 +165,16 @@ export class Transport {
       } else {
         throw error;
       }
+      const maxWaitSeconds = this.options.maxRetryAfterSeconds ?? DEFAULT_RETRY_AFTER_SECONDS;
+      if (error.retryAfterSeconds !== null && error.retryAfterSeconds > maxWaitSeconds) {
+        throw new SiteVisibilityError({
+          code: error.code,
+          status: error.status,
+          message: `${error.message} (the service asked to wait ${error.retryAfterSeconds} s, longer than maxRetryAfterSeconds, ${maxWaitSeconds} s)`,
+          requestId: error.requestId,
+          retryAfterSeconds: error.retryAfterSeconds,
+        });
+      }
       this.options.onRetry?.({ method, path, retry: retries + rateLimitWaits, delayMs, reason, error });
       await sleep(delayMs, init.signal);
     }
@@ -182,8 +209,9 @@ export class Transport {
         redirect: 'error',
         signal,
       });
-      text = await response.text();
+      text = await readBounded(response, this.options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES);
     } catch (cause) {
+      if (cause instanceof SiteVisibilityError) throw cause;
       if (init.signal?.aborted) throw init.signal.reason;
       const timedOut = timeout.aborted;
       throw new SiteVisibilityError({
@@ -228,6 +256,43 @@ export class Transport {
       requestId,
     });
   }
+}
+
+/** The answer's text, refusing one larger than `maxBytes` (announced or as it arrives) without reading the rest. */
+async function readBounded(response: Response, maxBytes: number): Promise<string> {
+  const tooLarge = () =>
+    new SiteVisibilityError({
+      code: 'invalid_response',
+      status: response.status,
+      message: `the answer is larger than maxResponseBytes (${maxBytes} bytes)`,
+      requestId: response.headers.get('request-id'),
+    });
+  const announced = Number(response.headers.get('content-length') ?? NaN);
+  if (announced > maxBytes) {
+    await response.body?.cancel().catch(() => undefined);
+    throw tooLarge();
+  }
+  if (!response.body) return '';
+  const reader = response.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > maxBytes) {
+      await reader.cancel().catch(() => undefined);
+      throw tooLarge();
+    }
+    chunks.push(value);
+  }
+  const all = new Uint8Array(size);
+  let at = 0;
+  for (const chunk of chunks) {
+    all.set(chunk, at);
+    at += chunk.byteLength;
+  }
+  return new TextDecoder().decode(all);
 }
 
 function parseRetryAfter(value: string | null): number | null {

@@ -105,6 +105,39 @@ describe('SiteVisibilityClient against the real API', () => {
     expect(retries[0]).toMatchObject({ method: 'GET', path: '/webhooks', retry: 1, delayMs: 60_000, reason: 'rate_limited' });
   });
 
+  it('fails a 429 at once when its Retry-After is longer than maxRetryAfterSeconds, saying how long the service asked for', async () => {
+    const { key } = await seedAccount(api.db, ['read:webhooks']);
+    const retries: RetryInfo[] = [];
+    const client = new SiteVisibilityClient({ apiKey: key, baseUrl: api.baseUrl, maxRetryAfterSeconds: 30, onRetry: (info) => retries.push(info) });
+    for (let i = 0; i < 3; i++) await client.webhooks.list();
+
+    const limited = await caught(client.webhooks.list());
+
+    expect(limited).toMatchObject({ code: 'rate_limited', status: 429, retryAfterSeconds: 60 });
+    expect(limited.message).toContain('the service asked to wait 60 s, longer than maxRetryAfterSeconds, 30 s');
+    expect(retries).toEqual([]);
+  });
+
+  it('refuses a maxRetryAfterSeconds longer than a timer can wait, and a maxResponseBytes below one byte', () => {
+    expect(() => new SiteVisibilityClient({ apiKey: 'k', baseUrl: api.baseUrl, maxRetryAfterSeconds: 2_147_484 })).toThrow(/from 0 to 2147483/);
+    expect(() => new SiteVisibilityClient({ apiKey: 'k', baseUrl: api.baseUrl, maxRetryAfterSeconds: 1.5 })).toThrow(TypeError);
+    expect(() => new SiteVisibilityClient({ apiKey: 'k', baseUrl: api.baseUrl, maxResponseBytes: 0 })).toThrow(TypeError);
+  });
+
+  it('refuses an answer larger than maxResponseBytes as invalid_response, and reads one within it', async () => {
+    const { accountId, key } = await seedAccount(api.db, ['read:sites']);
+    for (let i = 0; i < 5; i++) await seedSite(api.db, accountId, { name: `Site with a long enough name ${i}` });
+    const small = new SiteVisibilityClient({ apiKey: key, baseUrl: api.baseUrl, maxResponseBytes: 200 });
+    const roomy = new SiteVisibilityClient({ apiKey: key, baseUrl: api.baseUrl, maxResponseBytes: 100_000 });
+
+    const refused = await caught(small.sites.list());
+    const sites = await roomy.sites.list();
+
+    expect(refused).toMatchObject({ code: 'invalid_response', status: 200 });
+    expect(refused.message).toBe('the answer is larger than maxResponseBytes (200 bytes)');
+    expect(sites).toHaveLength(5);
+  });
+
   it('retries a GET after a 5xx with backoff, a bounded number of times, then reports server_error', async () => {
     const { key } = await seedAccount(api.db, ['read:sites']);
     const retries: RetryInfo[] = [];
