@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import request from 'supertest';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { seedAccount } from '@svc/core/testing';
+import { validatorAt } from '../src/http/openapi-validators.js';
 import { openApiDocument } from '../src/openapi/document.js';
 import type { OpenApiOperation, OpenApiPathItem } from '../src/openapi/openapi-types.js';
 import { contractProblems } from './openapi-contract.js';
@@ -64,6 +65,31 @@ describe('the OpenAPI document', () => {
       expect({ path, scopes: Object.values(operation.security?.[0] ?? {})[0]?.length }).toEqual({ path, scopes: 1 });
       expect({ path, statuses: ['401', '403', '429', '500'].filter((s) => !Object.hasOwn(operation.responses, s)) }).toEqual({ path, statuses: [] });
     }
+  });
+
+  it('gives every JSON answer it shows an example that its own schema accepts, and every error example a code that answer documents', () => {
+    const seg = (s: string) => s.replaceAll('~', '~0').replaceAll('/', '~1');
+    const checked: string[] = [];
+    const problems: string[] = [];
+    const inspect = (response: unknown, pointer: string) => {
+      const media = (response as { content?: Record<string, { schema?: unknown; example?: unknown }> }).content?.['application/json'];
+      if (!media || media.example === undefined) return;
+      checked.push(pointer);
+      const validate = validatorAt(`${pointer}/content/application~1json/schema`);
+      if (!validate(media.example)) problems.push(`${pointer}: ${JSON.stringify(validate.errors?.slice(0, 2))}`);
+      const code = (media.example as { error?: { code?: string } }).error?.code;
+      const allowed = JSON.stringify(media.schema).match(/"enum":\[([^\]]*)\]/g)?.pop();
+      if (code !== undefined && allowed !== undefined && !allowed.includes(`"${code}"`)) problems.push(`${pointer}: example code ${code} is not among ${allowed}`);
+    };
+    for (const [name, response] of Object.entries(openApiDocument.components.responses)) inspect(response, `/components/responses/${seg(name)}`);
+    for (const { path, method, operation } of operations) {
+      for (const [status, response] of Object.entries(operation.responses)) inspect(response, `/paths/${seg(path)}/${method}/responses/${status}`);
+    }
+
+    expect(problems).toEqual([]);
+    // Every error answer of the API carries one (the 4xx of each operation and the shared ones).
+    expect(checked.length).toBeGreaterThan(20);
+    expect(operations.filter((o) => o.path.startsWith('/api/v1/')).every(({ operation }) => Object.entries(operation.responses).filter(([status]) => /^4/.test(status)).every(([, response]) => '$ref' in (response as object) || (response as { content?: Record<string, { example?: unknown }> }).content?.['application/json']?.example !== undefined))).toBe(true);
   });
 
   it('describes no endpoint the API does not serve', async () => {

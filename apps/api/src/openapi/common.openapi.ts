@@ -25,6 +25,33 @@ export const ERROR_CODES = [
 
 const isoTimestamp: JsonSchema = { type: 'string', format: 'date-time' };
 
+/**
+ * A message the service answers with each code (the first code an answer documents is its
+ * example): what a reader of the reference sees instead of an example made up from the schema,
+ * which would show the first code of all (`unauthorized`) on every error.
+ */
+const EXAMPLE_MESSAGES: Record<(typeof ERROR_CODES)[number], string> = {
+  unauthorized: 'The Authorization header is missing; send "Authorization: Bearer <API key>".',
+  invalid_key: 'The API key is unknown, revoked or no longer active.',
+  insufficient_scope: 'This API key lacks the scope "write:webhooks" that this endpoint requires.',
+  not_found: 'No webhook subscription with this id exists in your account.',
+  rate_limited: 'More than 60 requests per minute for this API key; retry after 60 seconds.',
+  invalid_body: 'The request body must be a JSON object with url and events.',
+  invalid_url: 'url must be a valid URL starting with https:// and at most 500 characters.',
+  invalid_events: 'events must be a non-empty array of scan.completed, ai_check.completed, power_up.deployed, or ["*"] alone.',
+  payload_too_large: 'The request body is too large.',
+  invalid_query: 'limit must be a whole number from 1 to 100 (default 50), given once.',
+  subscription_disabled: 'This webhook subscription was disabled after repeated failures and never resumes; create a new one instead.',
+  delivery_pending: 'A delivery of this event to this subscription is still pending (dlv_4f1c2e0a9b7d4c3e8f6a5b4c3d2e1f0a); redeliver once it is delivered or failed.',
+  recovery_too_large: '12840 failed deliveries are in this window; a recovery sends at most 10000. Narrow the window with since and until.',
+  invalid_idempotency_key: 'The Idempotency-Key header must be given once, as 1 to 255 printable ASCII characters (a UUID, say).',
+  idempotency_key_reused: 'This Idempotency-Key was used in the last 24 hours for another request (method, path or body); nothing was done. Use a new key for a new request.',
+  idempotency_key_in_use: 'A request with this Idempotency-Key is still being answered; try again in a moment.',
+};
+
+/** The example of an error answer: its first code, with the message the service gives. */
+const errorExample = (codes: readonly (typeof ERROR_CODES)[number][]) => ({ error: { code: codes[0]!, message: EXAMPLE_MESSAGES[codes[0]!] } });
+
 /** A success body: `{ "data": { <name>: <schema> } }` (spec §2.1). */
 export function dataEnvelope(properties: Record<string, JsonSchema>): JsonSchema {
   return {
@@ -73,6 +100,7 @@ export function apiError(description: string, codes: ReadonlyArray<(typeof ERROR
     content: {
       'application/json': {
         schema: envelopeWith(codes),
+        example: errorExample(codes),
       },
     },
   };
@@ -210,6 +238,7 @@ export const common: OpenApiModule = {
       content: {
         'application/json': {
           schema: envelopeWith(['unauthorized', 'invalid_key']),
+          example: errorExample(['unauthorized', 'invalid_key']),
         },
       },
     },
@@ -222,6 +251,7 @@ export const common: OpenApiModule = {
       content: {
         'application/json': {
           schema: envelopeWith(['rate_limited']),
+          example: errorExample(['rate_limited']),
         },
       },
     },
