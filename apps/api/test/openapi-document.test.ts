@@ -92,6 +92,18 @@ describe('the OpenAPI document', () => {
     expect(operations.filter((o) => o.path.startsWith('/api/v1/')).every(({ operation }) => Object.entries(operation.responses).filter(([status]) => /^4/.test(status)).every(([, response]) => '$ref' in (response as object) || (response as { content?: Record<string, { example?: unknown }> }).content?.['application/json']?.example !== undefined))).toBe(true);
   });
 
+  it('writes every parameter out where it is used, so that the reference can fill path parameters (no $ref, which Swagger UI shows as a nameless row)', () => {
+    const refs = Object.entries(openApiDocument.paths as Record<string, Record<string, unknown>>).flatMap(([path, item]) =>
+      [item.parameters, ...METHODS.map((method) => (item[method] as { parameters?: unknown } | undefined)?.parameters)]
+        .flatMap((list) => (Array.isArray(list) ? list : []))
+        .filter((parameter: { $ref?: string; name?: string }) => parameter.$ref !== undefined || typeof parameter.name !== 'string')
+        .map(() => path),
+    );
+    expect(refs).toEqual([]);
+    const detail = (openApiDocument.paths as Record<string, { parameters?: Array<{ name: string; in: string }> }>)['/api/v1/sites/{siteId}'];
+    expect(detail?.parameters?.map((p) => [p.name, p.in])).toEqual([['siteId', 'path']]);
+  });
+
   it('describes no endpoint the API does not serve', async () => {
     for (const { path, method } of operations.filter((o) => o.path.startsWith('/api/v1/'))) {
       // A key per request: the limit of 2 must not answer in the route's place.

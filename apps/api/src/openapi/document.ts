@@ -28,7 +28,40 @@ function merge<K extends Mergeable>(kind: K): NonNullable<OpenApiModule[K]> {
   return merged as NonNullable<OpenApiModule[K]>;
 }
 
+/**
+ * The paths with every parameter written out where it is used instead of as a `$ref`: Swagger UI
+ * shows a path parameter given by `$ref` as a nameless row, so "Try it out" could not fill
+ * `{siteId}` and the like (swagger-ui#4327). The modules still define each parameter once.
+ */
+function inlineParameters(paths: Record<string, Record<string, unknown>>, parameters: Record<string, unknown>) {
+  const inline = (list: unknown) =>
+    Array.isArray(list)
+      ? list.map((entry: { $ref?: string }) => {
+          const name = entry.$ref?.replace('#/components/parameters/', '');
+          if (name === undefined) return entry;
+          const parameter = parameters[name];
+          if (parameter === undefined) throw new Error(`OpenAPI parameter ${entry.$ref} is not defined`);
+          return parameter;
+        })
+      : list;
+  return Object.fromEntries(
+    Object.entries(paths).map(([path, item]) => [
+      path,
+      Object.fromEntries(
+        Object.entries(item).map(([key, value]) =>
+          key === 'parameters'
+            ? [key, inline(value)]
+            : value && typeof value === 'object' && 'parameters' in value
+              ? [key, { ...value, parameters: inline((value as { parameters: unknown }).parameters) }]
+              : [key, value],
+        ),
+      ),
+    ]),
+  );
+}
+
 function buildDocument() {
+  const parameters = merge('parameters');
   return {
     openapi: '3.1.0',
     jsonSchemaDialect: 'https://spec.openapis.org/oas/3.1/dialect/base',
@@ -44,12 +77,12 @@ function buildDocument() {
     },
     security: [{ apiKey: [] }],
     tags: MODULES.flatMap((module) => (module.tag ? [module.tag] : [])),
-    paths: merge('paths'),
+    paths: inlineParameters(merge('paths') as Record<string, Record<string, unknown>>, parameters as Record<string, unknown>),
     webhooks: merge('webhooks'),
     components: {
       schemas: merge('schemas'),
       responses: merge('responses'),
-      parameters: merge('parameters'),
+      parameters,
       headers: merge('headers'),
       securitySchemes: merge('securitySchemes'),
     },

@@ -28,7 +28,7 @@ export interface paths {
             header?: never;
             path: {
                 /** @description A site id as returned by the site list. Opaque. */
-                siteId: components["parameters"]["SiteId"];
+                siteId: string;
             };
             cookie?: never;
         };
@@ -48,7 +48,7 @@ export interface paths {
             header?: never;
             path: {
                 /** @description A site id as returned by the site list. Opaque. */
-                siteId: components["parameters"]["SiteId"];
+                siteId: string;
             };
             cookie?: never;
         };
@@ -71,7 +71,7 @@ export interface paths {
             header?: never;
             path: {
                 /** @description A scan id. Opaque. */
-                scanId: components["parameters"]["ScanId"];
+                scanId: string;
             };
             cookie?: never;
         };
@@ -94,7 +94,7 @@ export interface paths {
             header?: never;
             path: {
                 /** @description A site id as returned by the site list. Opaque. */
-                siteId: components["parameters"]["SiteId"];
+                siteId: string;
             };
             cookie?: never;
         };
@@ -138,7 +138,7 @@ export interface paths {
             header?: never;
             path: {
                 /** @description A subscription id. */
-                subscriptionId: components["parameters"]["SubscriptionId"];
+                subscriptionId: string;
             };
             cookie?: never;
         };
@@ -165,7 +165,7 @@ export interface paths {
             header?: never;
             path: {
                 /** @description A subscription id. */
-                subscriptionId: components["parameters"]["SubscriptionId"];
+                subscriptionId: string;
             };
             cookie?: never;
         };
@@ -188,7 +188,7 @@ export interface paths {
             header?: never;
             path: {
                 /** @description A subscription id. */
-                subscriptionId: components["parameters"]["SubscriptionId"];
+                subscriptionId: string;
             };
             cookie?: never;
         };
@@ -211,7 +211,7 @@ export interface paths {
             header?: never;
             path: {
                 /** @description A subscription id. */
-                subscriptionId: components["parameters"]["SubscriptionId"];
+                subscriptionId: string;
             };
             cookie?: never;
         };
@@ -234,9 +234,9 @@ export interface paths {
             header?: never;
             path: {
                 /** @description A subscription id. */
-                subscriptionId: components["parameters"]["SubscriptionId"];
+                subscriptionId: string;
                 /** @description A delivery id. */
-                deliveryId: components["parameters"]["DeliveryId"];
+                deliveryId: string;
             };
             cookie?: never;
         };
@@ -256,9 +256,9 @@ export interface paths {
             header?: never;
             path: {
                 /** @description A subscription id. */
-                subscriptionId: components["parameters"]["SubscriptionId"];
+                subscriptionId: string;
                 /** @description A delivery id. */
-                deliveryId: components["parameters"]["DeliveryId"];
+                deliveryId: string;
             };
             cookie?: never;
         };
@@ -920,7 +920,7 @@ export interface operations {
             header?: never;
             path: {
                 /** @description A site id as returned by the site list. Opaque. */
-                siteId: components["parameters"]["SiteId"];
+                siteId: string;
             };
             cookie?: never;
         };
@@ -954,16 +954,16 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description The most scans in the page, 1 to 100; 100 when absent. */
-                limit?: components["parameters"]["HistoryLimit"];
+                limit?: number;
                 /** @description The `nextCursor` of the previous page, as it was given; opaque. Absent for the first page. */
-                cursor?: components["parameters"]["HistoryCursor"];
+                cursor?: string;
                 /** @description Only scans completed strictly after this instant, an RFC 3339 timestamp such as `2026-11-23T00:00:00Z` (`+` in an offset must be sent as `%2B`). Pass the latest `completedAt` you hold to fetch only what is new. */
-                since?: components["parameters"]["HistorySince"];
+                since?: string;
             };
             header?: never;
             path: {
                 /** @description A site id as returned by the site list. Opaque. */
-                siteId: components["parameters"]["SiteId"];
+                siteId: string;
             };
             cookie?: never;
         };
@@ -1002,7 +1002,7 @@ export interface operations {
             header?: never;
             path: {
                 /** @description A scan id. Opaque. */
-                scanId: components["parameters"]["ScanId"];
+                scanId: string;
             };
             cookie?: never;
         };
@@ -1038,7 +1038,7 @@ export interface operations {
             header?: never;
             path: {
                 /** @description A site id as returned by the site list. Opaque. */
-                siteId: components["parameters"]["SiteId"];
+                siteId: string;
             };
             cookie?: never;
         };
@@ -1105,7 +1105,7 @@ export interface operations {
             query?: never;
             header?: {
                 /** @description Makes a retry of this request safe: the same key with the same method, path and body within 24 hours gets the first answer again (with `Idempotent-Replayed: true`) and changes nothing. Keys are per account; 1–255 printable ASCII characters (a UUID is a good choice). */
-                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+                "Idempotency-Key"?: string;
             };
             path?: never;
             cookie?: never;
@@ -1250,7 +1250,7 @@ export interface operations {
             header?: never;
             path: {
                 /** @description A subscription id. */
-                subscriptionId: components["parameters"]["SubscriptionId"];
+                subscriptionId: string;
             };
             cookie?: never;
         };
@@ -1287,11 +1287,11 @@ export interface operations {
             query?: never;
             header?: {
                 /** @description Makes a retry of this request safe: the same key with the same method, path and body within 24 hours gets the first answer again (with `Idempotent-Replayed: true`) and changes nothing. Keys are per account; 1–255 printable ASCII characters (a UUID is a good choice). */
-                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+                "Idempotency-Key"?: string;
             };
             path: {
                 /** @description A subscription id. */
-                subscriptionId: components["parameters"]["SubscriptionId"];
+                subscriptionId: string;
             };
             cookie?: never;
         };
@@ -1435,11 +1435,11 @@ export interface operations {
             query?: never;
             header?: {
                 /** @description Makes a retry of this request safe: the same key with the same method, path and body within 24 hours gets the first answer again (with `Idempotent-Replayed: true`) and changes nothing. Keys are per account; 1–255 printable ASCII characters (a UUID is a good choice). */
-                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+                "Idempotency-Key"?: string;
             };
             path: {
                 /** @description A subscription id. */
-                subscriptionId: components["parameters"]["SubscriptionId"];
+                subscriptionId: string;
             };
             cookie?: never;
         };
@@ -1583,11 +1583,11 @@ export interface operations {
             query?: never;
             header?: {
                 /** @description Makes a retry of this request safe: the same key with the same method, path and body within 24 hours gets the first answer again (with `Idempotent-Replayed: true`) and changes nothing. Keys are per account; 1–255 printable ASCII characters (a UUID is a good choice). */
-                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+                "Idempotency-Key"?: string;
             };
             path: {
                 /** @description A subscription id. */
-                subscriptionId: components["parameters"]["SubscriptionId"];
+                subscriptionId: string;
             };
             cookie?: never;
         };
@@ -1730,16 +1730,16 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description The most deliveries in the page, 1 to 100, as plain digits; 50 when absent. */
-                limit?: components["parameters"]["DeliveryLimit"];
+                limit?: number;
                 /** @description The `nextCursor` of the previous page, unchanged; opaque. */
-                cursor?: components["parameters"]["DeliveryCursor"];
+                cursor?: string;
                 /** @description Only deliveries in this state. */
-                status?: components["parameters"]["DeliveryStatus"];
+                status?: "pending" | "delivered" | "failed";
             };
             header?: never;
             path: {
                 /** @description A subscription id. */
-                subscriptionId: components["parameters"]["SubscriptionId"];
+                subscriptionId: string;
             };
             cookie?: never;
         };
@@ -1777,9 +1777,9 @@ export interface operations {
             header?: never;
             path: {
                 /** @description A subscription id. */
-                subscriptionId: components["parameters"]["SubscriptionId"];
+                subscriptionId: string;
                 /** @description A delivery id. */
-                deliveryId: components["parameters"]["DeliveryId"];
+                deliveryId: string;
             };
             cookie?: never;
         };
@@ -1814,13 +1814,13 @@ export interface operations {
             query?: never;
             header?: {
                 /** @description Makes a retry of this request safe: the same key with the same method, path and body within 24 hours gets the first answer again (with `Idempotent-Replayed: true`) and changes nothing. Keys are per account; 1–255 printable ASCII characters (a UUID is a good choice). */
-                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+                "Idempotency-Key"?: string;
             };
             path: {
                 /** @description A subscription id. */
-                subscriptionId: components["parameters"]["SubscriptionId"];
+                subscriptionId: string;
                 /** @description A delivery id. */
-                deliveryId: components["parameters"]["DeliveryId"];
+                deliveryId: string;
             };
             cookie?: never;
         };
