@@ -1,5 +1,19 @@
 export { SiteVisibilityClient, type ClientOptions, type ScanHistoryQuery, type DeliveryLogQuery, type RotateSecretOptions, type RecoverOptions } from './client.js';
-export { SiteVisibilityError, WebhookVerificationError, type WebhookVerificationReason } from './errors.js';
+export {
+  AuthenticationError,
+  ConflictError,
+  NetworkError,
+  NotFoundError,
+  PermissionError,
+  RateLimitError,
+  ServerError,
+  SiteVisibilityError,
+  ValidationError,
+  WebhookVerificationError,
+  type ClientErrorCode,
+  type ErrorCode,
+  type WebhookVerificationReason,
+} from './errors.js';
 export type { RetryInfo, RetryReason, RequestOptions, TransportOptions } from './transport.js';
 export { walkPages, type Page } from './paging.js';
 export * from './types.js';

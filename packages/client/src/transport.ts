@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { SiteVisibilityError } from './errors.js';
+import { errorFor, SiteVisibilityError } from './errors.js';
 
 /**
  * Why a request is being tried again: a 429, a 5xx, no answer (a refused or dropped connection,
@@ -167,7 +167,7 @@ export class Transport {
       }
       const maxWaitSeconds = this.options.maxRetryAfterSeconds ?? DEFAULT_RETRY_AFTER_SECONDS;
       if (error.retryAfterSeconds !== null && error.retryAfterSeconds > maxWaitSeconds) {
-        throw new SiteVisibilityError({
+        throw errorFor({
           code: error.code,
           status: error.status,
           message: `${error.message} (the service asked to wait ${error.retryAfterSeconds} s, longer than maxRetryAfterSeconds, ${maxWaitSeconds} s)`,
@@ -214,7 +214,7 @@ export class Transport {
       if (cause instanceof SiteVisibilityError) throw cause;
       if (init.signal?.aborted) throw init.signal.reason;
       const timedOut = timeout.aborted;
-      throw new SiteVisibilityError({
+      throw errorFor({
         code: 'network_error',
         status: 0,
         message: timedOut ? `no answer within ${timeoutMs} ms from ${method} ${url.pathname}` : `request failed: ${describeCause(cause)}`,
@@ -224,7 +224,7 @@ export class Transport {
     const requestId = response.headers.get('request-id');
     const retryAfterSeconds = parseRetryAfter(response.headers.get('retry-after'));
     if (response.status >= 500) {
-      throw new SiteVisibilityError({
+      throw errorFor({
         code: 'server_error',
         status: response.status,
         message: `the service answered ${response.status}; retry later`,
@@ -241,7 +241,7 @@ export class Transport {
     if (response.ok && envelope && typeof envelope === 'object' && 'data' in envelope) return envelope.data;
     const apiError = envelope?.error;
     if (!response.ok && apiError && typeof apiError.code === 'string') {
-      throw new SiteVisibilityError({
+      throw errorFor({
         code: apiError.code,
         status: response.status,
         message: typeof apiError.message === 'string' ? apiError.message : apiError.code,
@@ -249,7 +249,7 @@ export class Transport {
         retryAfterSeconds,
       });
     }
-    throw new SiteVisibilityError({
+    throw errorFor({
       code: 'invalid_response',
       status: response.status,
       message: `unexpected answer to ${method} ${url.pathname}: HTTP ${response.status}`,
@@ -261,7 +261,7 @@ export class Transport {
 /** The answer's text, refusing one larger than `maxBytes` (announced or as it arrives) without reading the rest. */
 async function readBounded(response: Response, maxBytes: number): Promise<string> {
   const tooLarge = () =>
-    new SiteVisibilityError({
+    errorFor({
       code: 'invalid_response',
       status: response.status,
       message: `the answer is larger than maxResponseBytes (${maxBytes} bytes)`,

@@ -1,7 +1,7 @@
 import { createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { seedAccount, seedSite } from '@svc/core/testing';
-import { SiteVisibilityClient, SiteVisibilityError, type RetryInfo } from '../src/index.js';
+import { AuthenticationError, NetworkError, NotFoundError, PermissionError, RateLimitError, ServerError, SiteVisibilityClient, SiteVisibilityError, type RetryInfo } from '../src/index.js';
 import { startApi, type ListeningApi } from './support.js';
 
 let api: ListeningApi;
@@ -136,6 +136,35 @@ describe('SiteVisibilityClient against the real API', () => {
     expect(refused).toMatchObject({ code: 'invalid_response', status: 200 });
     expect(refused.message).toBe('the answer is larger than maxResponseBytes (200 bytes)');
     expect(sites).toHaveLength(5);
+  });
+
+  it('throws the subclass of each class of failure, each a SiteVisibilityError with its code, status and Request-Id', async () => {
+    const { key } = await seedAccount(api.db, ['read:sites']);
+    const quick = { maxRetries: 0, onRateLimit: 'throw' as const };
+    const client = new SiteVisibilityClient({ apiKey: key, baseUrl: api.baseUrl, ...quick });
+    const wrongKey = new SiteVisibilityClient({ apiKey: WELL_FORMED_UNKNOWN_KEY, baseUrl: api.baseUrl, ...quick });
+    const failing = new SiteVisibilityClient({ apiKey: key, baseUrl: broken.baseUrl, ...quick });
+    const unreachable = new SiteVisibilityClient({ apiKey: key, baseUrl: `http://127.0.0.1:${await closedPort()}`, ...quick });
+
+    const failures = [
+      [await caught(wrongKey.sites.list()), AuthenticationError, 'invalid_key', 401],
+      [await caught(client.webhooks.list()), PermissionError, 'insufficient_scope', 403],
+      [await caught(client.sites.get('site_nope')), NotFoundError, 'not_found', 404],
+      [await caught(failing.sites.list()), ServerError, 'server_error', 500],
+      [await caught(unreachable.sites.list()), NetworkError, 'network_error', 0],
+    ] as const;
+    // Two of the limit's three were spent above (a refused scope and a 404 count); the third is this one.
+    await client.sites.list();
+    const limited = await caught(client.sites.list());
+
+    for (const [error, kind, code, status] of failures) {
+      expect({ name: error.name, code: error.code, status: error.status }).toEqual({ name: kind.name, code, status });
+      expect(error).toBeInstanceOf(kind);
+      expect(error).toBeInstanceOf(SiteVisibilityError);
+      expect(error.requestId === null).toBe(status === 0);
+    }
+    expect(limited).toBeInstanceOf(RateLimitError);
+    expect(limited).toMatchObject({ code: 'rate_limited', status: 429, retryAfterSeconds: 60 });
   });
 
   it('retries a GET after a 5xx with backoff, a bounded number of times, then reports server_error', async () => {
