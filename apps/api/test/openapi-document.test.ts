@@ -104,6 +104,12 @@ describe('the OpenAPI document', () => {
     expect(detail?.parameters?.map((p) => [p.name, p.in])).toEqual([['siteId', 'path']]);
   });
 
+  it('points a reader at nothing they cannot follow: no spec section numbers, no internal issue numbers', () => {
+    const text = JSON.stringify(openApiDocument);
+
+    expect(text.match(/.{0,40}(§|\b[Ii]ssue \d+).{0,20}/g) ?? []).toEqual([]);
+  });
+
   it('describes no endpoint the API does not serve', async () => {
     for (const { path, method } of operations.filter((o) => o.path.startsWith('/api/v1/'))) {
       // A key per request: the limit of 2 must not answer in the route's place.

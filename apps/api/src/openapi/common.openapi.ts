@@ -156,7 +156,7 @@ export const common: OpenApiModule = {
       type: 'http',
       scheme: 'bearer',
       description:
-        'An API key sent as `Authorization: Bearer <API key>` (spec §5). Each operation lists the one scope it needs: ' +
+        'An API key sent as `Authorization: Bearer <API key>`. Each operation lists the one scope it needs: ' +
         '`read:sites`, `read:scans`, `read:ai-monitor`, `read:webhooks` or `write:webhooks`. A key without it gets ' +
         '`403 insufficient_scope` naming the scope.',
     },
@@ -184,7 +184,7 @@ export const common: OpenApiModule = {
       schema: { type: 'string', format: 'uuid' },
     },
     'X-RateLimit-Limit': {
-      description: 'Requests this key may make in any 60-second window (spec §8).',
+      description: 'Requests this key may make in any 60-second window.',
       required: true,
       schema: { type: 'integer', minimum: 1 },
     },
@@ -199,7 +199,7 @@ export const common: OpenApiModule = {
       schema: { type: 'integer', minimum: 0 },
     },
     'Retry-After': {
-      description: 'Seconds to wait before trying again (spec §7, §8).',
+      description: 'Seconds to wait before trying again.',
       required: true,
       schema: { type: 'string', const: '60' },
     },
@@ -213,7 +213,7 @@ export const common: OpenApiModule = {
     ErrorCode: {
       type: 'string',
       enum: [...ERROR_CODES],
-      description: 'Stable and machine-readable (spec §2.1, §7). New codes may be added (spec §9).',
+      description: 'Stable and machine-readable. New codes may be added.',
     },
     ErrorEnvelope: {
       type: 'object',
@@ -246,7 +246,7 @@ export const common: OpenApiModule = {
     NotFound: apiError('`not_found`: no such resource in your account (another account’s resource is not found too).', ['not_found']),
     InvalidQuery: apiError('`invalid_query`: a query parameter cannot be used; the message names it.', ['invalid_query']),
     RateLimited: {
-      description: '`rate_limited`: more requests than the limit in 60 seconds for this key (spec §8).',
+      description: '`rate_limited`: more requests than the limit in 60 seconds for this key.',
       headers: { ...requestIdHeader, ...rateLimitHeaders, 'Retry-After': ref('headers', 'Retry-After') },
       content: {
         'application/json': {
@@ -257,7 +257,7 @@ export const common: OpenApiModule = {
     },
     ServerError: {
       description:
-        'An unexpected failure: plain text, never the error envelope, no code to rely on (spec §2.1, §7). Retry with backoff.',
+        'An unexpected failure: plain text, never the error envelope, no code to rely on. Retry with backoff.',
       headers: { ...requestIdHeader },
       content: { 'text/plain': { schema: { type: 'string' } } },
     },

@@ -27,7 +27,7 @@ const deliveryRequired = ['id', 'eventId', 'event', 'status', 'createdAt', 'next
  * the rules.
  */
 export const deliveries: OpenApiModule = {
-  tag: { name: 'Deliveries', description: 'The delivery log of a webhook subscription, and redelivery (issue 10).' },
+  tag: { name: 'Deliveries', description: 'The delivery log of a webhook subscription, and redelivery.' },
   parameters: {
     DeliveryId: { name: 'deliveryId', in: 'path', required: true, description: 'A delivery id.', schema: { type: 'string' } },
     DeliveryLimit: {
@@ -73,7 +73,7 @@ export const deliveries: OpenApiModule = {
       required: [...deliveryRequired, 'payload'],
       properties: {
         ...deliveryFields,
-        payload: { type: 'object', additionalProperties: true, description: 'The event body exactly as sent (spec §2.5): { event, timestamp, data }.' },
+        payload: { type: 'object', additionalProperties: true, description: 'The event body exactly as sent: { event, timestamp, data }.' },
         attempts: { type: 'array', maxItems: 7, items: ref('schemas', 'DeliveryAttemptDetail') },
       },
     },

@@ -70,7 +70,7 @@ function buildDocument() {
       version: '1.0.0',
       summary: 'Sites, scans, AI Monitor runs and webhook subscriptions of your account.',
       description:
-        'The v1 API (spec: site-visibility-api-v1). Every `/api/v1` request needs `Authorization: Bearer <API key>` and counts ' +
+        'The v1 API. Every `/api/v1` request needs `Authorization: Bearer <API key>` and counts ' +
         'against 60 requests per minute per key. Successes are `{ "data": … }`, handled errors `{ "error": { code, message } }`, ' +
         'and a 5xx is plain text with no code: retry it with backoff. v1 only grows: new optional fields and endpoints; ignore ' +
         'fields you do not know.',

@@ -2,7 +2,7 @@ import { SCAN_HISTORY_MAX_LIMIT, SCORE_BREAKDOWN_MAX_ENTRIES, CATEGORY_NAME_MAX_
 import { apiStandardResponses, apiSuccess, dataEnvelope, requiresScope } from './common.openapi.js';
 import { ref, type OpenApiModule } from './openapi-types.js';
 
-const trigger = { type: 'string', enum: ['scheduled', 'manual'], description: 'Who started the scan (spec §6.1).' };
+const trigger = { type: 'string', enum: ['scheduled', 'manual'], description: 'Who started the scan.' };
 
 /** Issue 9: the score history and one scan's detail. */
 export const scans: OpenApiModule = {

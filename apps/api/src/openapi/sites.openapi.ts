@@ -3,7 +3,7 @@ import { ref, type OpenApiModule } from './openapi-types.js';
 
 /** Spec §4.1, §4.2 and the site path parameter the scans and AI Monitor paths share. */
 export const sites: OpenApiModule = {
-  tag: { name: 'Sites', description: 'The sites of your account (spec §4.1, §4.2).' },
+  tag: { name: 'Sites', description: 'The sites of your account.' },
   parameters: {
     SiteId: {
       name: 'siteId',
@@ -52,7 +52,7 @@ export const sites: OpenApiModule = {
       get: {
         operationId: 'listSites',
         summary: 'List the sites of your account',
-        description: 'Up to 100 sites, most recently added first, without pagination (spec §4.1, §8).',
+        description: 'Up to 100 sites, most recently added first, without pagination.',
         tags: ['Sites'],
         security: requiresScope('read:sites'),
         responses: {

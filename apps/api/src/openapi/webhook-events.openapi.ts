@@ -70,7 +70,7 @@ function delivery(event: string, operationId: string, summary: string, envelopeS
       summary,
       description:
         `Sent to subscriptions whose events include \`${event}\` or \`*\`. Verify the signature over the raw bytes; ` +
-        'any 2xx within 10 seconds acknowledges it; anything else is retried up to 7 attempts (spec §6.3).',
+        'any 2xx within 10 seconds acknowledges it; anything else is retried up to 7 attempts.',
       tags: ['Webhook events'],
       // Deliveries are authenticated by their signature (spec §5.8, §6.2), not by an API key.
       security: [],

@@ -7,7 +7,7 @@ export const WEBHOOK_URL_MAX_LENGTH = 500;
 
 /** Spec §4.3–§4.5: webhook subscriptions. The request body rules here are the ones the API enforces. */
 export const webhooks: OpenApiModule = {
-  tag: { name: 'Webhooks', description: 'Webhook subscriptions (spec §4.3–§4.5); what they receive is under Webhooks below.' },
+  tag: { name: 'Webhooks', description: 'Webhook subscriptions; what they receive is under Webhooks below.' },
   parameters: {
     SubscriptionId: { name: 'subscriptionId', in: 'path', required: true, description: 'A subscription id.', schema: { type: 'string' } },
   },
@@ -30,7 +30,7 @@ export const webhooks: OpenApiModule = {
       // "*" covers every event: it stands alone.
       if: { contains: { const: WILDCARD_EVENT } },
       then: { items: { const: WILDCARD_EVENT } },
-      description: 'Event types of spec §6.1, or `["*"]` alone for every current and future type. Repeats are dropped.',
+      description: 'Event types, or `["*"]` alone for every current and future type. Repeats are dropped.',
       'x-error-code': 'invalid_events',
       'x-rule': `a non-empty array of ${EVENT_TYPES.join(', ')}, or ["*"] alone`,
     },
@@ -136,7 +136,7 @@ export const webhooks: OpenApiModule = {
         createdAt: ref('schemas', 'Timestamp'),
         lastDeliveryAt: { oneOf: [ref('schemas', 'Timestamp'), { type: 'null' }], description: 'The time of the latest successful delivery; null before the first.' },
         failureCount: { type: 'integer', minimum: 0, description: 'Deliveries that exhausted all 7 attempts since the last success.' },
-        status: { type: 'string', enum: ['active', 'disabled'], description: '`disabled` after 100 failed deliveries (spec §3.2).' },
+        status: { type: 'string', enum: ['active', 'disabled'], description: '`disabled` after 100 failed deliveries.' },
       },
     },
   },

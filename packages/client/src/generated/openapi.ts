@@ -11,7 +11,7 @@ export interface paths {
         };
         /**
          * List the sites of your account
-         * @description Up to 100 sites, most recently added first, without pagination (spec §4.1, §8).
+         * @description Up to 100 sites, most recently added first, without pagination.
          */
         get: operations["listSites"];
         put?: never;
@@ -370,7 +370,7 @@ export interface webhooks {
         put?: never;
         /**
          * A scheduled or manual scan completed
-         * @description Sent to subscriptions whose events include `scan.completed` or `*`. Verify the signature over the raw bytes; any 2xx within 10 seconds acknowledges it; anything else is retried up to 7 attempts (spec §6.3).
+         * @description Sent to subscriptions whose events include `scan.completed` or `*`. Verify the signature over the raw bytes; any 2xx within 10 seconds acknowledges it; anything else is retried up to 7 attempts.
          */
         post: operations["scanCompletedEvent"];
         delete?: never;
@@ -390,7 +390,7 @@ export interface webhooks {
         put?: never;
         /**
          * An AI Monitor run finished scoring
-         * @description Sent to subscriptions whose events include `ai_check.completed` or `*`. Verify the signature over the raw bytes; any 2xx within 10 seconds acknowledges it; anything else is retried up to 7 attempts (spec §6.3).
+         * @description Sent to subscriptions whose events include `ai_check.completed` or `*`. Verify the signature over the raw bytes; any 2xx within 10 seconds acknowledges it; anything else is retried up to 7 attempts.
          */
         post: operations["aiCheckCompletedEvent"];
         delete?: never;
@@ -410,7 +410,7 @@ export interface webhooks {
         put?: never;
         /**
          * A Power-Up was deployed to a site
-         * @description Sent to subscriptions whose events include `power_up.deployed` or `*`. Verify the signature over the raw bytes; any 2xx within 10 seconds acknowledges it; anything else is retried up to 7 attempts (spec §6.3).
+         * @description Sent to subscriptions whose events include `power_up.deployed` or `*`. Verify the signature over the raw bytes; any 2xx within 10 seconds acknowledges it; anything else is retried up to 7 attempts.
          */
         post: operations["powerUpDeployedEvent"];
         delete?: never;
@@ -423,7 +423,7 @@ export interface webhooks {
 export interface components {
     schemas: {
         /**
-         * @description Stable and machine-readable (spec §2.1, §7). New codes may be added (spec §9).
+         * @description Stable and machine-readable. New codes may be added.
          * @enum {string}
          */
         ErrorCode: "unauthorized" | "invalid_key" | "insufficient_scope" | "not_found" | "rate_limited" | "invalid_body" | "invalid_url" | "invalid_events" | "payload_too_large" | "invalid_query" | "subscription_disabled" | "delivery_pending" | "recovery_too_large" | "invalid_idempotency_key" | "idempotency_key_reused" | "idempotency_key_in_use";
@@ -462,7 +462,7 @@ export interface components {
             latestScan: components["schemas"]["LatestScan"] | null;
         } & components["schemas"]["SiteSummary"];
         /**
-         * @description Who started the scan (spec §6.1).
+         * @description Who started the scan.
          * @enum {string}
          */
         ScanTrigger: "scheduled" | "manual";
@@ -516,7 +516,7 @@ export interface components {
          * @description A valid URL starting with https://, at most 500 characters.
          */
         WebhookUrl: string;
-        /** @description Event types of spec §6.1, or `["*"]` alone for every current and future type. Repeats are dropped. */
+        /** @description Event types, or `["*"]` alone for every current and future type. Repeats are dropped. */
         WebhookEventList: ("scan.completed" | "ai_check.completed" | "power_up.deployed" | "*")[];
         /** @description Unknown fields are ignored. */
         CreateWebhookRequest: {
@@ -585,7 +585,7 @@ export interface components {
             /** @description Deliveries that exhausted all 7 attempts since the last success. */
             failureCount: number;
             /**
-             * @description `disabled` after 100 failed deliveries (spec §3.2).
+             * @description `disabled` after 100 failed deliveries.
              * @enum {string}
              */
             status: "active" | "disabled";
@@ -640,7 +640,7 @@ export interface components {
             nextAttemptAt: components["schemas"]["Timestamp"] | null;
             /** @description The delivery this one redelivers; null for a first delivery. */
             redeliveryOf: string | null;
-            /** @description The event body exactly as sent (spec §2.5): { event, timestamp, data }. */
+            /** @description The event body exactly as sent: { event, timestamp, data }. */
             payload: {
                 [key: string]: unknown;
             };
@@ -799,7 +799,7 @@ export interface components {
                 };
             };
         };
-        /** @description `rate_limited`: more requests than the limit in 60 seconds for this key (spec §8). */
+        /** @description `rate_limited`: more requests than the limit in 60 seconds for this key. */
         RateLimited: {
             headers: {
                 "Request-Id": components["headers"]["Request-Id"];
@@ -826,7 +826,7 @@ export interface components {
                 };
             };
         };
-        /** @description An unexpected failure: plain text, never the error envelope, no code to rely on (spec §2.1, §7). Retry with backoff. */
+        /** @description An unexpected failure: plain text, never the error envelope, no code to rely on. Retry with backoff. */
         ServerError: {
             headers: {
                 "Request-Id": components["headers"]["Request-Id"];
@@ -867,13 +867,13 @@ export interface components {
         "Idempotent-Replayed": "true";
         /** @description A unique id of this request; quote it when reporting a problem. */
         "Request-Id": string;
-        /** @description Requests this key may make in any 60-second window (spec §8). */
+        /** @description Requests this key may make in any 60-second window. */
         "X-RateLimit-Limit": number;
         /** @description Requests left in the current window. */
         "X-RateLimit-Remaining": number;
         /** @description When the window has room again, in Unix seconds. */
         "X-RateLimit-Reset": number;
-        /** @description Seconds to wait before trying again (spec §7, §8). */
+        /** @description Seconds to wait before trying again. */
         "Retry-After": "60";
         /** @description The authentication scheme the API expects. */
         "WWW-Authenticate": "Bearer";
