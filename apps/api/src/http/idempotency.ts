@@ -6,9 +6,12 @@ import { accountOf } from '../auth/authenticate.js';
 /** 1–255 printable ASCII characters (space included, as in the header's value). */
 const KEY_SHAPE = /^[\x20-\x7E]{1,255}$/;
 
-/** The SHA-256 of a request's decoded body, noted by the body parser's verify (absent: no body was read). */
-export function noteBodyDigest(res: Response, body: Buffer): void {
-  res.locals.bodySha256 = createHash('sha256').update(body).digest('hex');
+/**
+ * The SHA-256 of a request's decoded body, noted by the body parser's verify (absent: no body was
+ * read); only for a request with an Idempotency-Key, the one thing that compares bodies.
+ */
+export function noteBodyDigest(req: Request, res: Response, body: Buffer): void {
+  if (req.headers['idempotency-key'] !== undefined) res.locals.bodySha256 = createHash('sha256').update(body).digest('hex');
 }
 
 /** What makes two requests "the same" for a key: method, path and the body's bytes. */

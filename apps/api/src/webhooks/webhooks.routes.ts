@@ -26,9 +26,9 @@ const jsonBody = express.json({
   limit: WEBHOOK_BODY_LIMIT,
   strict: true,
   type: () => true,
-  verify: (_req, res, body) => {
+  verify: (req, res, body) => {
     (res as Response).locals.decodedBodyBytes = body.length;
-    noteBodyDigest(res as Response, body);
+    noteBodyDigest(req as Request, res as Response, body);
   },
 });
 
