@@ -173,6 +173,23 @@ async function expectSignedInChrome(page: Page): Promise<void> {
   expect(await page.getByRole('button', { name: 'Sign out' }).count()).toBe(1);
 }
 
+/**
+ * From the main product's page, clicks "Open Settings" and waits for Settings: the first page's
+ * heading, and how the browser labelled each request to the sign-in link (Sec-Fetch-Site).
+ */
+async function followFromMainProduct(page: Page, portalUrl: string): Promise<{ landed: string; fetchSite: Array<string | undefined> }> {
+  const signInRequests: Request[] = [];
+  page.on('request', (req) => {
+    if (req.url().startsWith(`${origin}/settings/sign-in`)) signInRequests.push(req);
+  });
+  await page.goto(portalUrl);
+  await page.getByRole('link', { name: 'Open Settings' }).click();
+  await page.waitForURL(`${origin}/settings/api-keys`);
+  const landed = await heading1(page);
+  const fetchSite = await Promise.all(signInRequests.map(async (req) => (await req.allHeaders())['sec-fetch-site']));
+  return { landed, fetchSite };
+}
+
 describe('an owner in Settings', () => {
   it('opens a link from another site, creates a key shown once that works with only its scopes, sees it used, and revokes it so the API refuses it', async () => {
     const tenant = await newTenant();
@@ -180,17 +197,9 @@ describe('an owner in Settings', () => {
     const portal = await mainProduct(`<a href="${url.replace(/&/g, '&amp;')}">Open Settings</a>`);
     const { context, page, errors } = await newContext();
     await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin });
-    const signInRequests: Request[] = [];
-    page.on('request', (req) => {
-      if (req.url().startsWith(`${origin}/settings/sign-in`)) signInRequests.push(req);
-    });
     try {
-      await page.goto(portal.url);
-      await page.getByRole('link', { name: 'Open Settings' }).click();
-      await page.waitForURL(`${origin}/settings/api-keys`);
-      const landed = await heading1(page);
+      const { landed, fetchSite } = await followFromMainProduct(page, portal.url);
       const cookies = await context.cookies(`${origin}/settings/api-keys`);
-      const fetchSite = await Promise.all(signInRequests.map(async (req) => (await req.allHeaders())['sec-fetch-site']));
 
       expect(landed).toBe('API keys');
       expect(fetchSite).toEqual(['cross-site']);
@@ -260,16 +269,8 @@ describe('an owner in Settings', () => {
     const url = await link(tenant.accountId);
     const portal = await mainProduct('<a href="/open-settings">Open Settings</a>', url);
     const { context, page, errors } = await newContext();
-    const signInRequests: Request[] = [];
-    page.on('request', (req) => {
-      if (req.url().startsWith(`${origin}/settings/sign-in`)) signInRequests.push(req);
-    });
     try {
-      await page.goto(portal.url);
-      await page.getByRole('link', { name: 'Open Settings' }).click();
-      await page.waitForURL(`${origin}/settings/api-keys`);
-      const landed = await heading1(page);
-      const fetchSite = await Promise.all(signInRequests.map(async (req) => (await req.allHeaders())['sec-fetch-site']));
+      const { landed, fetchSite } = await followFromMainProduct(page, portal.url);
 
       expect(landed).toBe('API keys');
       expect(fetchSite).toEqual(['cross-site']);
