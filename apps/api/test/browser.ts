@@ -16,6 +16,6 @@ const CHROMIUM_ARGS = [
 
 /** Headless Chromium for a browser test; one line saying what to install when it is missing. */
 export async function launchChromium(): Promise<Browser> {
-  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium (.ci/run does it)`);
+  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing (browser tests drive Debian's Chromium): apt-get install -y chromium`);
   return chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS, headless: true });
 }

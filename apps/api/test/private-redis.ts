@@ -1,7 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer } from 'node:net';
 import { createRedis, type Redis } from '@svc/core';
-import { waitFor } from '@svc/core/testing';
+import { freePort, requireSystemCommand, waitFor } from '@svc/core/testing';
 
 /** A Redis server of the test's own on a free loopback port (never the shared one), stopped by its PID. */
 export interface PrivateRedis {
@@ -10,16 +9,8 @@ export interface PrivateRedis {
   stop(): Promise<void>;
 }
 
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.address();
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  if (!address || typeof address === 'string') throw new Error('no port');
-  return address.port;
-}
-
 export async function startPrivateRedis(): Promise<PrivateRedis> {
+  requireSystemCommand('redis-server', 'redis-server', 'a test starts a Redis of its own');
   const port = await freePort();
   const child: ChildProcess = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
     stdio: 'ignore',

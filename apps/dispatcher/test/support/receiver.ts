@@ -6,6 +6,7 @@ import type { Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
+import { requireSystemCommand } from '@svc/core/testing';
 
 /** Receiver names the test DNS server answers (dns-server.ts): the certificate covers them. */
 export const TEST_DNS_NAMES = ['answering.dns.test'];
@@ -28,6 +29,7 @@ export interface TestCertificate {
 
 /** A self-signed certificate for 127.0.0.1 and localhost, made with openssl for this test run. */
 export function makeCertificate(): TestCertificate {
+  requireSystemCommand('openssl', 'openssl', "the tests' HTTPS receiver needs a certificate");
   const dir = mkdtempSync(join(tmpdir(), 'svc-receiver-'));
   const certPath = join(dir, 'cert.pem');
   const keyPath = join(dir, 'key.pem');

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from '@svc/core';
-import { freePort, waitFor } from '@svc/core/testing';
+import { freePort, requireSystemCommand, waitFor } from '@svc/core/testing';
 
 export const SENTINEL_MASTER_NAME = 'svc-test-master';
 
@@ -15,6 +15,7 @@ process.on('exit', () => {
 
 /** Starts a process of ours; it is killed by PID in stop(), or when the test process exits. */
 export function startOwned(command: string, args: string[], env?: NodeJS.ProcessEnv): ChildProcess & { output: () => string } {
+  requireSystemCommand(command, command, 'a test starts its own Redis and Sentinel processes');
   let output = '';
   const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'], ...(env ? { env } : {}) });
   child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));

@@ -78,6 +78,7 @@ export async function createIsolatedDatabase(): Promise<{ url: string; drop(): P
 export * from './capturing-logger.js';
 export * from './operator-port.js';
 export * from './tcp-proxy.js';
+export * from './system-commands.js';
 
 /** A loopback port nothing listens on right now (bound and released), for servers a test starts. */
 export async function freePort(): Promise<number> {
