@@ -18,5 +18,17 @@ export type { RetryInfo, RetryReason, RequestOptions, TransportOptions } from '.
 export { walkPages, type Page } from './paging.js';
 export * from './types.js';
 export * from './webhooks/events.js';
-export { verifyWebhook, verifyWebhookDelivery, type VerifyOptions, type VerifiedDelivery, type HeaderSource, type WebhookSecrets } from './webhooks/verify.js';
-export { createWebhookHandler, type WebhookHandlerOptions } from './webhooks/handler.js';
+// The verifier of `@site-visibility/client/webhooks`, the same functions, for those who import the whole client.
+export {
+  verifyWebhook,
+  verifyWebhookDelivery,
+  verifyWebhookRequest,
+  type HeaderGetter,
+  type HeaderSource,
+  type RawBody,
+  type VerifiedDelivery,
+  type VerifyOptions,
+  type WebhookRequest,
+  type WebhookSecrets,
+} from './webhooks/index.js';
+export { createWebhookHandler, type WebhookHandlerOptions, type WebhookHandlerRequest, type WebhookHandlerResponse } from './webhooks/handler.js';

@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import { errorFor, SiteVisibilityError } from './errors.js';
 
 /**
@@ -54,7 +53,7 @@ export interface TransportOptions {
   timeoutMs?: number;
   /** Called before every retry; throw from it, or abort the request's signal, to stop retrying. */
   onRetry?: (info: RetryInfo) => void;
-  /** A fetch of your own (instrumentation, proxies). Default: Node's global fetch. */
+  /** A fetch of your own (instrumentation, proxies). Default: the global fetch. */
   fetch?: typeof fetch;
   /** Sent as User-Agent. */
   userAgent?: string;
@@ -129,7 +128,7 @@ export class Transport {
     }
     // Fixed for the whole call: every try sends the same key and the same body bytes, which is
     // what makes the API recognise a retry.
-    const idempotencyKey = KEYED.has(method) ? (init.idempotencyKey ?? randomUUID()) : undefined;
+    const idempotencyKey = KEYED.has(method) ? (init.idempotencyKey ?? globalThis.crypto.randomUUID()) : undefined;
     if (idempotencyKey !== undefined && (typeof idempotencyKey !== 'string' || !IDEMPOTENCY_KEY_SHAPE.test(idempotencyKey))) {
       throw new TypeError('idempotencyKey must be 1 to 255 printable ASCII characters (a UUID, say)');
     }
@@ -201,8 +200,10 @@ export class Transport {
     if (init.idempotencyKey !== undefined) headers['idempotency-key'] = init.idempotencyKey;
     let response: Response;
     let text: string;
+    // Called on its own, not as this.fetchImpl(…): browsers' and worker runtimes' fetch refuses another `this`.
+    const fetchImpl = this.fetchImpl;
     try {
-      response = await this.fetchImpl(url, {
+      response = await fetchImpl(url, {
         method,
         headers,
         body: init.body,

@@ -128,18 +128,18 @@ describe('the client library verifying real deliveries of a real dispatcher', ()
     expect(tampered).toBe(400);
     expect(stripped).toBe(400); // a capture without its timestamp headers could be replayed forever
     expect(seenBy(path).events).toHaveLength(1);
-    expect(verifyWebhookDelivery(original!.body, original!.headers, sub.secret).event.event).toBe('power_up.deployed');
+    expect((await verifyWebhookDelivery(original!.body, original!.headers, sub.secret)).event.event).toBe('power_up.deployed');
     // The same capture, replayed after the tolerance, is refused on its timestamp.
     const later = () => new Date(Number(original!.headers['webhook-timestamp']) * 1000 + 301_000);
-    expect(() => verifyWebhookDelivery(original!.body, original!.headers, sub.secret, { now: later })).toThrow('more than 300 s old');
+    await expect(verifyWebhookDelivery(original!.body, original!.headers, sub.secret, { now: later })).rejects.toThrow('more than 300 s old');
   });
 });
 
 describe('a secret rotation, verified by the client library on real deliveries', () => {
   /** The reason a delivery is refused with these secrets, or 'verified'. */
-  function verdict(raw: { body: Buffer; headers: Record<string, string | string[] | undefined> }, secretList: string[]): string {
+  async function verdict(raw: { body: Buffer; headers: Record<string, string | string[] | undefined> }, secretList: string[]): Promise<string> {
     try {
-      verifyWebhookDelivery(raw.body, raw.headers, secretList);
+      await verifyWebhookDelivery(raw.body, raw.headers, secretList);
       return 'verified';
     } catch (error) {
       if (error instanceof WebhookVerificationError) return error.reason;
@@ -165,10 +165,10 @@ describe('a secret rotation, verified by the client library on real deliveries',
 
     expect(seenBy(path).answers).toEqual([204]);
     expect(signatures).toHaveLength(2);
-    expect(verdict(during!, [sub.secret, rotated.secret])).toBe('verified');
-    expect(verdict(during!, [rotated.secret])).toBe('verified');
-    expect(verdict(during!, [WRONG])).toBe('invalid_signature');
-    expect(verdict(during!, [sub.secret])).toBe('invalid_signature');
+    expect(await verdict(during!, [sub.secret, rotated.secret])).toBe('verified');
+    expect(await verdict(during!, [rotated.secret])).toBe('verified');
+    expect(await verdict(during!, [WRONG])).toBe('invalid_signature');
+    expect(await verdict(during!, [sub.secret])).toBe('invalid_signature');
     // A Standard Webhooks receiver that still holds the old whsec_ secret, or already the new one, accepts it.
     for (const whsec of [`whsec_${Buffer.from(sub.secret).toString('base64')}`, rotated.standardWebhooksSecret]) {
       expect(new Webhook(whsec).verify(during!.body, { ...receivedWith, 'webhook-signature': signatures.join(' ') })).toMatchObject({ event: 'scan.completed' });
@@ -195,8 +195,8 @@ describe('a secret rotation, verified by the client library on real deliveries',
     expect(rotated.previousSecretExpiresAt).toBeNull();
     expect(String(after!.headers['webhook-signature']).split(' ')).toHaveLength(1);
     expect(seenBy(path).answers).toEqual([204]);
-    expect(verdict(after!, [sub.secret, rotated.secret])).toBe('verified');
-    expect(verdict(after!, [sub.secret])).toBe('invalid_signature');
+    expect(await verdict(after!, [sub.secret, rotated.secret])).toBe('verified');
+    expect(await verdict(after!, [sub.secret])).toBe('invalid_signature');
     expect(() => new Webhook(`whsec_${Buffer.from(sub.secret).toString('base64')}`).verify(after!.body, after!.headers as Record<string, string>)).toThrow();
   });
 });

@@ -1,4 +1,3 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import { WebhookVerificationError } from '../errors.js';
 import type { WebhookEvent } from './events.js';
 import { verifyWebhookDelivery, type VerifyOptions, type WebhookSecrets } from './verify.js';
@@ -17,7 +16,7 @@ export interface WebhookHandlerOptions extends VerifyOptions {
   /** Errors thrown by `onEvent`. Default: console.error. */
   onError?: (error: unknown, context: { deliveryId: string | null }) => void;
   /**
-   * How long a delivery id is remembered to drop repeats (spec §6.3.5). Default 48 h: longer
+   * How long a delivery id is remembered to drop repeats . Default 48 h: longer
    * than the whole retry schedule (1 min + 5 min + 30 min + 2 h + 12 h + 24 h).
    */
   dedupeWindowMs?: number;
@@ -27,7 +26,23 @@ export interface WebhookHandlerOptions extends VerifyOptions {
   maxBodyBytes?: number;
 }
 
-type Request = IncomingMessage & { body?: unknown; rawBody?: unknown };
+/**
+ * What the handler uses of a request: Node's `http.IncomingMessage` or Express's `Request`.
+ * Its body is read from `rawBody` or `body` when a body parser already read it as bytes or text,
+ * otherwise from the request stream.
+ */
+export interface WebhookHandlerRequest extends AsyncIterable<unknown> {
+  headers: Record<string, string | string[] | undefined>;
+  body?: unknown;
+  rawBody?: unknown;
+}
+
+/** What the handler uses of a response: Node's `http.ServerResponse` or Express's `Response`. */
+export interface WebhookHandlerResponse {
+  readonly headersSent: boolean;
+  writeHead(statusCode: number, headers?: Record<string, string>): unknown;
+  end(text?: string): unknown;
+}
 
 /**
  * An Express (or plain node:http) handler for webhook deliveries: reads the raw body itself
@@ -35,7 +50,7 @@ type Request = IncomingMessage & { body?: unknown; rawBody?: unknown };
  * signature and timestamp, drops repeats of a delivery id within a window, answers 204 at once
  * and then calls `onEvent`. A delivery that does not verify gets 400 and is never passed on.
  */
-export function createWebhookHandler(options: WebhookHandlerOptions): (req: Request, res: ServerResponse) => void {
+export function createWebhookHandler(options: WebhookHandlerOptions): (req: WebhookHandlerRequest, res: WebhookHandlerResponse) => void {
   const windowMs = options.dedupeWindowMs ?? 48 * 60 * 60 * 1000;
   const maxEntries = options.dedupeMaxEntries ?? 100_000;
   const maxBodyBytes = options.maxBodyBytes ?? 1024 * 1024;
@@ -56,61 +71,82 @@ export function createWebhookHandler(options: WebhookHandlerOptions): (req: Requ
   }
 
   return (req, res) => {
-    void readRawBody(req, maxBodyBytes).then(
-      (body) => {
-        if (body === 'too-large') {
-          answer(res, 413, 'payload too large');
-          return;
-        }
-        let verified;
-        try {
-          verified = verifyWebhookDelivery(body, req.headers, options.secret, options);
-        } catch (error) {
-          if (error instanceof WebhookVerificationError) {
-            answer(res, 400, `webhook verification failed: ${error.reason}`);
-            return;
-          }
-          throw error;
-        }
-        const { deliveryId, event } = verified;
-        const fresh = deliveryId === null || firstSighting(deliveryId, Date.now());
-        answer(res, 204);
-        if (!fresh) return;
-        Promise.resolve()
-          .then(() => options.onEvent(event, { deliveryId }))
-          .catch((error: unknown) => onError(error, { deliveryId }));
-      },
-      (error: unknown) => {
-        onError(error, { deliveryId: null });
-        if (!res.headersSent) answer(res, 400, 'could not read the request body');
-      },
-    );
+    void handle(req, res).catch((error: unknown) => {
+      onError(error, { deliveryId: null });
+      answer(res, 500, 'the webhook handler failed');
+    });
   };
+
+  async function handle(req: WebhookHandlerRequest, res: WebhookHandlerResponse): Promise<void> {
+    let body;
+    try {
+      body = await readRawBody(req, maxBodyBytes);
+    } catch (error) {
+      onError(error, { deliveryId: null });
+      answer(res, 400, 'could not read the request body');
+      return;
+    }
+    if (body === 'too-large') {
+      answer(res, 413, 'payload too large');
+      return;
+    }
+    let verified;
+    try {
+      verified = await verifyWebhookDelivery(body, req.headers, options.secret, options);
+    } catch (error) {
+      if (error instanceof WebhookVerificationError) {
+        answer(res, 400, `webhook verification failed: ${error.reason}`);
+        return;
+      }
+      throw error;
+    }
+    const { deliveryId, event } = verified;
+    const fresh = deliveryId === null || firstSighting(deliveryId, Date.now());
+    answer(res, 204);
+    if (!fresh) return;
+    Promise.resolve()
+      .then(() => options.onEvent(event, { deliveryId }))
+      .catch((error: unknown) => onError(error, { deliveryId }));
+  }
 }
 
-function answer(res: ServerResponse, status: number, text?: string): void {
+function answer(res: WebhookHandlerResponse, status: number, text?: string): void {
   if (res.headersSent) return;
   if (text === undefined) {
-    res.writeHead(status).end();
+    res.writeHead(status);
+    res.end();
     return;
   }
-  res.writeHead(status, { 'content-type': 'text/plain; charset=utf-8' }).end(text);
+  res.writeHead(status, { 'content-type': 'text/plain; charset=utf-8' });
+  res.end(text);
 }
 
-async function readRawBody(req: Request, maxBytes: number): Promise<Buffer | string | 'too-large'> {
+const encoder = new TextEncoder();
+
+/** The request's raw body: as a body parser left it (bytes or text), or read from the stream, at most maxBytes. */
+async function readRawBody(req: WebhookHandlerRequest, maxBytes: number): Promise<Uint8Array | string | 'too-large'> {
   const given = req.rawBody ?? req.body;
-  if (Buffer.isBuffer(given) || typeof given === 'string') return given;
+  if (ArrayBuffer.isView(given)) return new Uint8Array(given.buffer, given.byteOffset, given.byteLength);
+  if (typeof given === 'string') return given;
   if (given !== undefined && given !== null && typeof given === 'object' && Object.keys(given).length > 0) {
     throw new TypeError('the body was already parsed as JSON: mount the webhook handler before express.json(), or use express.raw({ type: "application/json" })');
   }
   const declared = Number(req.headers['content-length']);
   if (Number.isFinite(declared) && declared > maxBytes) return 'too-large';
-  const chunks: Buffer[] = [];
+  const chunks: Uint8Array[] = [];
   let size = 0;
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    size += chunk.length;
+  for await (const chunk of req) {
+    const bytes = typeof chunk === 'string' ? encoder.encode(chunk) : ArrayBuffer.isView(chunk) ? new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength) : undefined;
+    if (!bytes) throw new TypeError('the request stream gave something other than bytes or text');
+    size += bytes.length;
     if (size > maxBytes) return 'too-large';
-    chunks.push(chunk);
+    chunks.push(bytes);
   }
-  return Buffer.concat(chunks);
+  const all = new Uint8Array(size);
+  let offset = 0;
+  for (const chunk of chunks) {
+    all.set(chunk, offset);
+    offset += chunk.length;
+  }
+  return all;
 }
