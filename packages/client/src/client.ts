@@ -62,10 +62,10 @@ export class SiteVisibilityClient {
   }
 
   readonly sites = {
-    /** Up to 100 sites, most recently added first (spec §4.1). Scope read:sites. */
+    /** Up to 100 sites, most recently added first. Scope read:sites. */
     list: async (options: RequestOptions = {}): Promise<SiteSummary[]> =>
       (await this.http.request<{ sites: SiteSummary[] }>('GET', '/sites', options)).sites,
-    /** One site with its latest completed scan (spec §4.2). Scope read:sites. */
+    /** One site with its latest completed scan. Scope read:sites. */
     get: async (siteId: string, options: RequestOptions = {}): Promise<SiteDetail> =>
       (await this.http.request<{ site: SiteDetail }>('GET', `/sites/${seg(siteId)}`, options)).site,
   };
@@ -95,7 +95,7 @@ export class SiteVisibilityClient {
 
   readonly webhooks = {
     /**
-     * Creates a subscription (spec §4.3). Store `secret` (or `standardWebhooksSecret`, the same
+     * Creates a subscription. Store `secret` (or `standardWebhooksSecret`, the same
      * key for a Standard Webhooks library) at once: it is never shown again. Retried safely: its
      * Idempotency-Key makes a retry answer with the subscription the first try made. Scope write:webhooks.
      */
@@ -134,10 +134,10 @@ export class SiteVisibilityClient {
           body: { since: iso(input.since), until: iso(input.until), dryRun: input.dryRun },
         })
       ).recovery,
-    /** Every subscription, newest first, auto-disabled ones included (spec §4.4). Scope read:webhooks. */
+    /** Every subscription, newest first, auto-disabled ones included. Scope read:webhooks. */
     list: async (options: RequestOptions = {}): Promise<SubscriptionListing[]> =>
       (await this.http.request<{ subscriptions: SubscriptionListing[] }>('GET', '/webhooks', options)).subscriptions,
-    /** Revokes a subscription and deletes its history (spec §4.5). Scope write:webhooks. */
+    /** Revokes a subscription and deletes its history. Scope write:webhooks. */
     delete: async (subscriptionId: string, options: RequestOptions = {}): Promise<{ deleted: true; id: string }> =>
       this.http.request<{ deleted: true; id: string }>('DELETE', `/webhooks/${seg(subscriptionId)}`, options),
   };

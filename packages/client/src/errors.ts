@@ -4,19 +4,19 @@ import type { components } from './generated/openapi.js';
 export type ClientErrorCode = 'server_error' | 'network_error' | 'invalid_response';
 /**
  * Every code a failed call can carry: the API's (its OpenAPI document's ErrorCode) and the
- * client's own. The API may add codes (spec §9), so a `switch` on it keeps a default branch.
+ * client's own. The API may add codes, so a `switch` on it keeps a default branch.
  */
 export type ErrorCode = components['schemas']['ErrorCode'] | ClientErrorCode;
 
 /**
- * Every failed API call throws this one class. `code` is the spec's stable error code
+ * Every failed API call throws this one class. `code` is the API's stable error code
  * (`not_found`, `invalid_key`, `rate_limited`, `invalid_query`, …), or one of the client's own:
- * `server_error` for any 5xx (which carries no envelope, spec §2.1), `network_error` when no
+ * `server_error` for any 5xx (which carries no envelope), `network_error` when no
  * answer arrived, `invalid_response` when an answer could not be read.
  */
 export class SiteVisibilityError extends Error {
   override readonly name: string = 'SiteVisibilityError';
-  /** The spec's error code, or `server_error`, `network_error`, `invalid_response`; a code added later arrives as its string. */
+  /** The API's error code, or `server_error`, `network_error`, `invalid_response`; a code added later arrives as its string. */
   readonly code: ErrorCode | (string & {});
   /** The HTTP status; 0 when no response arrived. */
   readonly status: number;
@@ -40,7 +40,7 @@ export class SiteVisibilityError extends Error {
     this.retryAfterSeconds = init.retryAfterSeconds ?? null;
   }
 
-  /** True for the failures the spec calls retryable: 5xx and no answer at all (§7). */
+  /** True for the failures worth retrying: 5xx and no answer at all. */
   get retryable(): boolean {
     return this.status === 0 || this.status >= 500;
   }

@@ -20,12 +20,12 @@ export interface RetryInfo {
 }
 
 export interface TransportOptions {
-  /** The `svc_live_…` key. Keep it server-side (spec §5.6). */
+  /** The `svc_live_…` key. Keep it server-side. */
   apiKey: string;
   /** Where the service runs, e.g. `https://api.example.com`; a trailing `/api/v1` is accepted too. */
   baseUrl: string;
   /**
-   * Retries of a call after a 5xx, a network failure or a timeout (spec §7), and after a 409
+   * Retries of a call after a 5xx, a network failure or a timeout, and after a 409
    * `idempotency_key_in_use`. Every method is retried: GET and DELETE because they are safe to
    * repeat, POST and PATCH because each carries an Idempotency-Key. Default 3.
    */
@@ -35,14 +35,14 @@ export interface TransportOptions {
   /** The longest backoff step. Default 20 s. */
   retryMaxDelayMs?: number;
   /**
-   * On 429: `wait` sleeps for `Retry-After` (60 s per spec §7) and sends again, at most
+   * On 429: `wait` sleeps for `Retry-After` (60 s when the answer gives none) and sends again, at most
    * `maxRateLimitWaits` times; `throw` reports the 429 at once. Default `wait`.
    */
   onRateLimit?: 'wait' | 'throw';
   /** Default 2. */
   maxRateLimitWaits?: number;
   /**
-   * The longest `Retry-After` the client waits, in seconds (default 60, the spec's; at most
+   * The longest `Retry-After` the client waits, in seconds (default 60, what the API asks for; at most
    * 2,147,483). A 429 or 5xx asking for longer fails the call at once with its error, whose
    * `retryAfterSeconds` says how long the service asked for, instead of sleeping that long.
    */
@@ -91,7 +91,7 @@ interface Envelope {
 }
 
 /**
- * Sends requests the way spec §7 asks a good client to: waits out 429s, retries 5xx, network
+ * Sends requests the way the API asks a good client to: waits out 429s, retries 5xx, network
  * failures and timeouts with exponential backoff and jitter, and turns every failure into one
  * SiteVisibilityError. A POST or PATCH carries one `Idempotency-Key` for all its tries, so the
  * API answers a retry of a call that already took effect with that first answer instead of

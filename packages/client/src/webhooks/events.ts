@@ -1,4 +1,4 @@
-/** The events of spec §6.1, as delivered (spec §2.5). */
+/** The events the service sends, as delivered. */
 export interface ScanCompletedEvent {
   event: 'scan.completed';
   timestamp: string;
@@ -19,7 +19,7 @@ export interface PowerUpDeployedEvent {
 
 /**
  * A type this version of the library does not know: subscriptions to `*` receive future types
- * too (spec §6.1), so they are passed through as they came, never refused.
+ * too, so they are passed through as they came, never refused.
  */
 export interface UnknownWebhookEvent {
   event: string & {};
