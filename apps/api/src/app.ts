@@ -58,6 +58,8 @@ export function createApp(deps: AppDeps): Express {
   const cache = deps.keyCache ?? new KeyCache();
   const metrics = deps.metrics ?? new ApiMetrics();
   metrics.watchLimiter(limiter);
+  metrics.watchPools({ main: deps.db, ...(deps.probeDb ? { operator: deps.probeDb } : {}) });
+  metrics.watchDependencies({ db: deps.probeDb ?? deps.db, redis: deps.redis });
   const unknown = deps.unknownKeyCache ?? new UnknownKeyCache();
   const gates = deps.keyLookupGates ?? {
     unseen: new KeyLookupGate(keyLookupConcurrency(deps.config.dbPoolMax)),

@@ -108,10 +108,11 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
     ...(deps.ca ? { ca: deps.ca } : {}),
   });
   const slots = new FairSlots(fair.options);
-  metrics.watch({ queues, db, slots });
   const leaseMs = config.webhookTimeoutMs + ATTEMPT_LEASE_MARGIN_MS;
   const batches = createAttemptBatches({ db, leaseMs, retryDelaysMs: config.webhookRetryDelaysMs });
   const accounts = new SubscriptionAccounts(db);
+  const claimsStalledForMs = () => Math.max(batches.claimsStalledForMs(), accounts.stalledForMs());
+  metrics.watch({ queues, db, slots, redis: producerRedis, claimsStalledForMs });
   const workerOptions = {
     connection: workerRedis,
     prefix: config.queuePrefix,
@@ -170,7 +171,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
         redis: producerRedis,
         workersRunning: () => workers.length > 0 && workers.every((worker) => worker.isRunning()),
         claimsStalledForMs: () => {
-          const stalled = Math.max(batches.claimsStalledForMs(), accounts.stalledForMs());
+          const stalled = claimsStalledForMs();
           return stalled >= (deps.claimStallMs ?? CLAIM_STALL_MS) ? stalled : 0;
         },
       }),

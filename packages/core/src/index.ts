@@ -73,4 +73,5 @@ export * from './queues/enqueue-after-commit.js';
 // Operations every process serves.
 export * from './metrics/metrics-server.js';
 export * from './metrics/operator-db.js';
+export * from './metrics/pool-gauges.js';
 export * from './metrics/process-registry.js';

@@ -1,8 +1,10 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
-import { createProcessRegistry } from '@svc/core';
+import { createProcessRegistry, pingDb, pingRedis, PoolGauges, type Db, type ProcessPools, type Redis } from '@svc/core';
 
 /** The error codes that mean a request's key was refused (spec §5): the auth-failure counter's only labels. */
 const AUTH_FAILURE_CODES = new Set(['unauthorized', 'invalid_key', 'insufficient_scope']);
+/** A scrape waits at most this long for each dependency's answer (as /readyz does). */
+const DEPENDENCY_PING_MS = 1_000;
 
 /**
  * The API's metrics on a registry of its own. Labels are route templates, methods, statuses and
@@ -15,6 +17,8 @@ export class ApiMetrics {
   private readonly rateLimited: Counter;
   private readonly authFailures: Counter<'code'>;
   private limiterFallback: () => boolean = () => false;
+  private readonly pools: PoolGauges;
+  private dependencies: { db: Db; redis: Redis } | undefined;
 
   constructor(registry: Registry = createProcessRegistry()) {
     this.registry = registry;
@@ -51,6 +55,30 @@ export class ApiMetrics {
         this.set(metrics.limiterFallback() ? 1 : 0);
       },
     });
+    this.pools = new PoolGauges(registry, 'svc_api');
+    new Gauge({
+      name: 'svc_api_dependency_up',
+      help: '1 when the dependency (postgres, redis) answered this scrape’s ping within 1 s, as /readyz asks, else 0',
+      labelNames: ['dependency'],
+      registers: [registry],
+      async collect() {
+        const deps = metrics.dependencies;
+        if (!deps) return;
+        const [postgres, redis] = await Promise.all([pingDb(deps.db, DEPENDENCY_PING_MS), pingRedis(deps.redis, DEPENDENCY_PING_MS)]);
+        this.set({ dependency: 'postgres' }, postgres ? 1 : 0);
+        this.set({ dependency: 'redis' }, redis ? 1 : 0);
+      },
+    });
+  }
+
+  /** The pools the pool gauges read (createApp: the request pool and, when main.ts gives it, the operator pool). */
+  watchPools(pools: ProcessPools): void {
+    this.pools.watch(pools);
+  }
+
+  /** What the dependency gauge pings at scrape time: the pool and Redis connection /readyz pings. */
+  watchDependencies(dependencies: { db: Db; redis: Redis }): void {
+    this.dependencies = dependencies;
   }
 
   /** Where the fallback gauge reads the limiter's state (createApp wires its limiter). */

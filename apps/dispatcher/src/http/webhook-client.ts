@@ -1,16 +1,22 @@
 import type { Agent } from 'node:https';
 import { createSecureContext, rootCertificates } from 'node:tls';
-import got, { type Got, type RequestError } from 'got';
+import got, { type Got } from 'got';
 import { RESPONSE_EXCERPT_BYTES, signatureHeaders } from '@svc/core';
 import { type ClaimedAttempt, type AttemptOutcome } from '@svc/core/dispatcher';
+import { errorFailure, statusFailure, type FailureClass } from './attempt-failure.js';
 import { BoundedAgent, liveSockets } from './bounded-agent.js';
 import { createReceiverLookup, type ReceiverLookup } from './dns-resolver.js';
-import { assertLiteralTargetAllowed, BlockedTargetError } from './ssrf-guard.js';
+import { assertLiteralTargetAllowed } from './ssrf-guard.js';
 
 /** Spec §6.2. */
 export const USER_AGENT = 'Service-Webhooks/1.0';
 /** How much of a response is read at all before the connection is dropped. */
 export const RESPONSE_READ_LIMIT_BYTES = 64 * 1024;
+
+/** An attempt's outcome, with the class /metrics counts a failure under (null when delivered). */
+export interface SentAttempt extends AttemptOutcome {
+  failure: FailureClass | null;
+}
 
 export interface WebhookClientOptions {
   timeoutMs: number;
@@ -72,21 +78,25 @@ export class WebhookClient {
   }
 
   /** Performs the attempt and describes what happened; it never throws. */
-  async send(attempt: ClaimedAttempt): Promise<AttemptOutcome> {
+  async send(attempt: ClaimedAttempt): Promise<SentAttempt> {
     const startedAt = new Date();
     const started = performance.now();
-    const finish = (fields: Pick<AttemptOutcome, 'statusCode' | 'error' | 'responseBytes'>): AttemptOutcome => {
-      const ok = fields.error === null && fields.statusCode !== null && fields.statusCode >= 200 && fields.statusCode < 300;
-      return { startedAt, durationMs: performance.now() - started, ok, ...fields };
-    };
+    const finish = (statusCode: number | null, failure: { error: string; failure: FailureClass } | null, responseBytes: Buffer | null): SentAttempt => ({
+      startedAt,
+      durationMs: performance.now() - started,
+      ok: failure === null,
+      statusCode,
+      error: failure?.error ?? null,
+      failure: failure?.failure ?? null,
+      responseBytes,
+    });
     try {
       const url = new URL(attempt.url);
       if (!this.options.allowPrivateTargets) assertLiteralTargetAllowed(url);
       const { statusCode, excerpt } = await this.post(url, attempt);
-      const error = statusCode >= 200 && statusCode < 300 ? null : describeStatus(statusCode);
-      return finish({ statusCode, error, responseBytes: excerpt });
+      return finish(statusCode, statusFailure(statusCode), excerpt);
     } catch (error) {
-      return finish({ statusCode: null, error: describeError(error), responseBytes: null });
+      return finish(null, errorFailure(error), null);
     }
   }
 
@@ -148,43 +158,4 @@ export class WebhookClient {
 function withSystemRoots(ca: string | Buffer | Array<string | Buffer>): Array<string | Buffer> {
   // Passing `ca` replaces Node's bundled roots; keep them so public receivers still verify.
   return [...rootCertificates, ...(Array.isArray(ca) ? ca : [ca])];
-}
-
-function describeStatus(statusCode: number): string {
-  if (statusCode >= 300 && statusCode < 400) return `redirect ${statusCode} not followed`;
-  return `HTTP ${statusCode}`;
-}
-
-/** A short, stable description of why an attempt failed, for the delivery log. */
-export function describeError(error: unknown): string {
-  if (error instanceof BlockedTargetError) return `blocked: ${error.message}`;
-  const cause = (error as RequestError).cause as (Error & { code?: string }) | undefined;
-  if (cause instanceof BlockedTargetError) return `blocked: ${cause.message}`;
-  const code = (error as { code?: string }).code ?? cause?.code;
-  switch (code) {
-    case 'ETIMEDOUT':
-      return 'timeout';
-    case 'ECONNREFUSED':
-      return 'connection refused';
-    case 'ECONNRESET':
-    case 'EPIPE':
-      return 'connection reset';
-    case 'ENOTFOUND':
-    case 'EAI_AGAIN':
-    case 'ENODATA':
-    case 'ENOTIMP':
-    case 'EREFUSED':
-    case 'ESERVFAIL':
-    case 'EBADNAME':
-      return 'host not found';
-    case 'ETIMEOUT':
-      return 'dns timeout';
-    case 'ESSRFBLOCKED':
-      return `blocked: ${(error as Error).message}`;
-    default:
-      break;
-  }
-  if (code && /^(ERR_TLS|CERT_|UNABLE_TO|DEPTH_ZERO|SELF_SIGNED|ERR_SSL|HOSTNAME_MISMATCH)/.test(code)) return `tls error: ${code}`;
-  if ((error as Error).name === 'TimeoutError') return 'timeout';
-  return `${code ?? 'error'}: ${(error as Error).message}`.slice(0, 300);
 }

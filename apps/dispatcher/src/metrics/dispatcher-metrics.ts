@@ -1,6 +1,8 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
-import { createProcessRegistry, readWithin, type Db, type Queues } from '@svc/core';
-import { countPendingDeliveries, type AttemptOutcome, type RecordResult } from '@svc/core/dispatcher';
+import { createProcessRegistry, pingDb, pingRedis, PoolGauges, readWithin, type Db, type Queues, type Redis } from '@svc/core';
+import { countPendingDeliveries, type RecordResult } from '@svc/core/dispatcher';
+import { FAILURE_CLASSES } from '../http/attempt-failure.js';
+import type { SentAttempt } from '../http/webhook-client.js';
 
 /** What an attempt came to, as counted: one of these five, never anything a customer chose. */
 export type AttemptLabel = 'delivered' | 'retry' | 'failed' | 'blocked' | 'stale';
@@ -16,6 +18,17 @@ export interface SlotCounts {
   counts(): { inFlight: number; waiting: number; accounts: number };
 }
 
+/** Where the gauges read from at scrape time (createDispatcher gives them). */
+export interface MetricSources {
+  queues: Pick<Queues, 'fanout' | 'delivery'>;
+  db: Db;
+  slots?: SlotCounts;
+  /** The Redis connection /readyz pings (the dependency gauge pings it too). */
+  redis?: Redis;
+  /** How long claims have waited with none answered (0 when none waits), as /readyz reads it. */
+  claimsStalledForMs?: () => number;
+}
+
 /** A scrape waits at most this long for Redis or Postgres; the gauge keeps its last value otherwise. */
 const SCRAPE_READ_MS = 1_000;
 const QUEUE_STATES = ['waiting', 'delayed', 'active'] as const;
@@ -23,8 +36,8 @@ const SECONDS_BUCKETS = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 const LATENESS_BUCKETS = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800];
 
 /** The label of an attempt: the SSRF guard's refusal first (it also retries or fails), then the recorded result. */
-export function attemptLabel(outcome: Pick<AttemptOutcome, 'error'>, result: RecordResult): AttemptLabel {
-  if (outcome.error?.startsWith('blocked:')) return 'blocked';
+export function attemptLabel(outcome: Pick<SentAttempt, 'failure'>, result: RecordResult): AttemptLabel {
+  if (outcome.failure === 'blocked') return 'blocked';
   return result.kind;
 }
 
@@ -35,6 +48,9 @@ export function attemptLabel(outcome: Pick<AttemptOutcome, 'error'>, result: Rec
 export class DispatcherMetrics {
   readonly registry: Registry;
   private readonly attempts: Counter<'outcome'>;
+  private readonly failures: Counter<'class'>;
+  private readonly oldestDue: Gauge;
+  private readonly pools: PoolGauges;
   private readonly duration: Histogram;
   private readonly lateness: Histogram;
   private readonly autoDisabled: Counter;
@@ -42,7 +58,7 @@ export class DispatcherMetrics {
   private readonly purgedRows: Counter<'table'>;
   private readonly claimsBusy: Counter;
   private readonly recordRetries: Counter;
-  private sources: { queues: Pick<Queues, 'fanout' | 'delivery'>; db: Db; slots?: SlotCounts } | undefined;
+  private sources: MetricSources | undefined;
   /** The operator pool main.ts gives: the pending gauge reads through it, never through the delivery pool. */
   private readonly scrapeDb: Db | undefined;
 
@@ -60,6 +76,19 @@ export class DispatcherMetrics {
       registers: [registry],
     });
     for (const outcome of ['delivered', 'retry', 'failed', 'blocked', 'stale']) this.attempts.inc({ outcome }, 0);
+    this.failures = new Counter({
+      name: 'svc_dispatcher_attempt_failures_total',
+      help: `Delivery attempts that failed, by class: ${FAILURE_CLASSES.join(', ')}`,
+      labelNames: ['class'],
+      registers: [registry],
+    });
+    for (const failure of FAILURE_CLASSES) this.failures.inc({ class: failure }, 0);
+    this.oldestDue = new Gauge({
+      name: 'svc_dispatcher_oldest_due_delivery_age_seconds',
+      help: 'How long the delivery longest past its due time, with no attempt on the wire, has been due (0 when none); measured by each sweep, shared by every dispatcher',
+      registers: [registry],
+    });
+    this.pools = new PoolGauges(registry, 'svc_dispatcher');
     this.duration = new Histogram({
       name: 'svc_dispatcher_attempt_duration_seconds',
       help: 'Duration of one delivery attempt (connect to end of response, or error)',
@@ -120,6 +149,31 @@ export class DispatcherMetrics {
         if (counts) this.set(counts.accounts);
       },
     });
+    new Gauge({
+      name: 'svc_dispatcher_claims_stalled_seconds',
+      help: 'How long this dispatcher’s claims have waited for Postgres with none answered (0 while claims are answered); /readyz says claims: stalled from 15 s',
+      registers: [registry],
+      collect() {
+        const stalledMs = metrics.sources?.claimsStalledForMs?.();
+        if (stalledMs !== undefined) this.set(stalledMs / 1000);
+      },
+    });
+    new Gauge({
+      name: 'svc_dispatcher_dependency_up',
+      help: '1 when the dependency (postgres, redis) answered this scrape’s ping within 1 s, as /readyz asks, else 0',
+      labelNames: ['dependency'],
+      registers: [registry],
+      async collect() {
+        const sources = metrics.sources;
+        if (!sources) return;
+        const [postgres, redis] = await Promise.all([
+          pingDb(metrics.scrapeDb ?? sources.db, SCRAPE_READ_MS),
+          sources.redis ? pingRedis(sources.redis, SCRAPE_READ_MS) : Promise.resolve(undefined),
+        ]);
+        this.set({ dependency: 'postgres' }, postgres ? 1 : 0);
+        if (redis !== undefined) this.set({ dependency: 'redis' }, redis ? 1 : 0);
+      },
+    });
     for (const kind of ['fanout', 'delivery']) this.requeued.inc({ kind }, 0);
     for (const table of ['deliveries', 'delivery_attempts', 'events']) this.purgedRows.inc({ table }, 0);
     const metrics = this;
@@ -151,9 +205,15 @@ export class DispatcherMetrics {
     });
   }
 
-  /** Where the queue, pending and slot gauges read from at scrape time. */
-  watch(sources: { queues: Pick<Queues, 'fanout' | 'delivery'>; db: Db; slots?: SlotCounts }): void {
+  /** Where the queue, pending, slot, claim, dependency and pool gauges read from at scrape time. */
+  watch(sources: MetricSources): void {
     this.sources = sources;
+    this.pools.watch({ main: sources.db, ...(this.scrapeDb ? { operator: this.scrapeDb } : {}) });
+  }
+
+  /** What the sweep measured: the age of the oldest delivery due and not on the wire. */
+  oldestDueMeasured(seconds: number): void {
+    this.oldestDue.set(seconds);
   }
 
   claimBusy(): void {
@@ -164,8 +224,9 @@ export class DispatcherMetrics {
     this.recordRetries.inc();
   }
 
-  attemptFinished(outcome: Pick<AttemptOutcome, 'error' | 'durationMs'>, result: RecordResult, lateMs: number): void {
+  attemptFinished(outcome: Pick<SentAttempt, 'failure' | 'durationMs'>, result: RecordResult, lateMs: number): void {
     this.attempts.inc({ outcome: attemptLabel(outcome, result) });
+    if (outcome.failure !== null) this.failures.inc({ class: outcome.failure });
     this.duration.observe(outcome.durationMs / 1000);
     this.lateness.observe(Math.max(0, lateMs) / 1000);
     if (result.kind === 'failed' && result.disabledSubscription) this.autoDisabled.inc();

@@ -1,5 +1,5 @@
 import { deliveryJobId, fanoutJobId, requeueUnlessLive, type Db, type Logger, type Queues } from '@svc/core';
-import { findEventsAwaitingFanout, findOverdueDeliveries, purgeAbandonedRevocations } from '@svc/core/dispatcher';
+import { findEventsAwaitingFanout, findOverdueDeliveries, oldestDueDeliveryAgeSeconds, purgeAbandonedRevocations } from '@svc/core/dispatcher';
 import type { DispatcherMetrics } from '../metrics/dispatcher-metrics.js';
 
 /** A due delivery without an attempt for this long may have lost its job. */
@@ -13,15 +13,17 @@ export interface SweepDeps {
   queues: Queues;
   logger: Logger;
   webhookTimeoutMs: number;
-  metrics: Pick<DispatcherMetrics, 'swept'>;
+  metrics: Pick<DispatcherMetrics, 'swept' | 'oldestDueMeasured'>;
 }
 
 /**
- * Re-queues from Postgres whatever Redis no longer holds: events not fanned out and due
- * deliveries with no attempt on the wire, unless their job (deterministic id) is still live.
- * Returns how many jobs it queued again.
+ * Measures how late the oldest due delivery is, then re-queues from Postgres whatever Redis no
+ * longer holds: events not fanned out and due deliveries with no attempt on the wire, unless their
+ * job (deterministic id) is still live. Returns how many jobs it queued again.
  */
 export async function sweepOnce(deps: SweepDeps): Promise<{ events: number; deliveries: number; purged: number }> {
+  // First, and from Postgres alone: while Redis is away the sweep fails below, and this is the figure that shows it.
+  deps.metrics.oldestDueMeasured(await oldestDueDeliveryAgeSeconds(deps.db));
   const unfanned = await findEventsAwaitingFanout(deps.db, UNFANNED_AFTER_MS, BATCH);
   const events = await requeueUnlessLive(
     deps.queues.fanout,

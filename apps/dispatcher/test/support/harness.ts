@@ -2,6 +2,7 @@ import { createDb, createLogger, createQueues, createRedis, type Config, type Db
 import { createSite, createSubscription, startScan } from '@svc/core/operator';
 import { createIsolatedDatabase, seedAccount, testConfig, uniqueTag } from '@svc/core/testing';
 import { createDispatcher, type Dispatcher } from '../../src/dispatcher.js';
+import type { DispatcherMetrics } from '../../src/metrics/dispatcher-metrics.js';
 import { makeCertificate, Receiver, type TestCertificate } from './receiver.js';
 
 /** Short retry delays and timeout so a whole 7-attempt schedule takes well under a second or two. */
@@ -15,8 +16,14 @@ export interface Harness {
   receiver: Receiver;
   certificate: TestCertificate;
   dispatchers: Dispatcher[];
-  /** `db`: a pool of the dispatcher's own, as a separate process would have (default: the harness's). */
-  startDispatcher(overrides?: Record<string, string>, options?: { trustReceiver?: boolean; logger?: Logger; db?: Db; claimStallMs?: number }): Dispatcher;
+  /**
+   * `db`: a pool of the dispatcher's own, as a separate process would have (default: the harness's);
+   * `operator`: the metrics and operator pool main.ts gives it (createOperatorSide).
+   */
+  startDispatcher(
+    overrides?: Record<string, string>,
+    options?: { trustReceiver?: boolean; logger?: Logger; db?: Db; claimStallMs?: number; operator?: { metrics: DispatcherMetrics; operatorDb: Db } },
+  ): Dispatcher;
   /** Every Redis key under this harness's queue prefix. */
   queueKeys(): Promise<string[]>;
   close(): Promise<void>;
@@ -58,6 +65,7 @@ export async function createHarness(overrides: Record<string, string> = {}): Pro
         db: options.db ?? db,
         logger: options.logger ?? logger,
         ...(options.claimStallMs === undefined ? {} : { claimStallMs: options.claimStallMs }),
+        ...(options.operator ? { metrics: options.operator.metrics, operatorDb: options.operator.operatorDb } : {}),
         ...(options.trustReceiver === false ? {} : { ca: certificate.cert }),
       });
       dispatcher.start();
