@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { newId, type Db } from '@svc/core';
-import { claimAttempts, recordAttempts } from '@svc/core/dispatcher';
+import { claimAttempts, findOverdueDeliveries, recordAttempts } from '@svc/core/dispatcher';
 import { createHarness, seedTenant, type Harness } from './support/harness.js';
 import { fanOutCollecting } from '@svc/core/testing';
 
@@ -169,6 +169,29 @@ describe('a claim batch of a subscription whose history grew after the statistic
       // And the claim itself still claims all 20.
       const claimed = await claimAttempts(tx, due.map((d) => ({ deliveryId: d.id, attempt: 1 })), 30_000);
       expect(claimed.filter((c) => c.claimed)).toHaveLength(20);
+    } finally {
+      await tx.rollback();
+    }
+  });
+});
+
+describe(`the sweep beside ${BACKLOG} pending deliveries, none of them due yet`, () => {
+  it('looks up only the due ones in deliveries_due_idx instead of reading every pending one', async () => {
+    const tenant = await seedTenant(h);
+    const sub = await tenant.subscribe('/ok/backlog-sweep');
+    const tx = await h.db.transaction();
+    try {
+      await shadowTables(tx as unknown as Db);
+      await tx.raw(
+        `INSERT INTO pg_temp.deliveries (id, event_id, subscription_id, status, attempt_count, next_attempt_at)
+         SELECT 'dlv_later_' || g, 'evt_later_' || g, ?::text, 'pending', 1, now() + interval '1 hour' FROM generate_series(1, ?::int) g`,
+        [sub.id, BACKLOG],
+      );
+      await tx.raw('ANALYZE pg_temp.deliveries');
+      const plan = await planOf(tx as unknown as Db, () => findOverdueDeliveries(tx as unknown as Db, 30_000, 500), 'custom');
+      expect(plan).toMatch(/Index Scan using deliveries_due_idx on deliveries/);
+      // The bound on next_attempt_at is the index's condition, not a filter on every pending row.
+      expect(plan).toMatch(/Index Cond: \(next_attempt_at <= /);
     } finally {
       await tx.rollback();
     }

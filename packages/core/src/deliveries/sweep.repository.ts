@@ -9,7 +9,9 @@ export async function findOverdueDeliveries(
 ): Promise<Array<{ deliveryId: string; subscriptionId: string; attempt: number }>> {
   const rows = await db('deliveries')
     .where({ status: 'pending' })
-    .where('next_attempt_at', '<=', db.raw('clock_timestamp() - make_interval(secs => ?)', [overdueForMs / 1000]))
+    // statement_timestamp(), not clock_timestamp(): a stable value is the index's condition, so a
+    // sweep reads only the due rows; a volatile one is a filter over every pending delivery.
+    .where('next_attempt_at', '<=', db.raw('statement_timestamp() - make_interval(secs => ?)', [overdueForMs / 1000]))
     .where((q) => q.whereNull('locked_until').orWhere('locked_until', '<=', db.raw('clock_timestamp()')))
     .orderBy('next_attempt_at')
     .limit(limit)
