@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import express, { type Express, type NextFunction, type Request, type Response } from 'express';
 import { validatorAt } from '../src/http/openapi-validators.js';
-import { openApiDocument } from '../src/openapi/document.js';
+import { completeOpenApiDocument as openApiDocument } from '../src/openapi/document.js';
 import type { OpenApiPathItem } from '../src/openapi/openapi-types.js';
 
 /** One response as the client got it. */

@@ -3,8 +3,8 @@ import request from 'supertest';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { seedAccount } from '@svc/core/testing';
 import { validatorAt } from '../src/http/openapi-validators.js';
-import { openApiDocument } from '../src/openapi/document.js';
-import type { OpenApiOperation, OpenApiPathItem } from '../src/openapi/openapi-types.js';
+import { completeOpenApiDocument, openApiDocument } from '../src/openapi/document.js';
+import type { OpenApiOperation, OpenApiParameter, OpenApiPathItem } from '../src/openapi/openapi-types.js';
 import { contractProblems } from './openapi-contract.js';
 import { bearer, createTestApi, type TestApi } from './support.js';
 
@@ -23,15 +23,23 @@ const operations = Object.entries(openApiDocument.paths as Record<string, OpenAp
 );
 
 describe('the OpenAPI document', () => {
-  it('is a valid OpenAPI 3.1 document whose every $ref resolves, by a maintained validator', async () => {
-    const validator = new Validator();
+  it('is a valid OpenAPI 3.1 document whose every $ref resolves, by a maintained validator (and so is the complete one, with the operator-only operations)', async () => {
+    for (const document of [openApiDocument, completeOpenApiDocument]) {
+      const validator = new Validator();
 
-    const result = await validator.validate(JSON.parse(JSON.stringify(openApiDocument)));
+      const result = await validator.validate(JSON.parse(JSON.stringify(document)));
 
-    expect(result.errors).toBeUndefined();
-    expect(result.valid).toBe(true);
-    expect(validator.version).toBe('3.1');
-    expect(() => validator.resolveRefs()).not.toThrow();
+      expect(result.errors).toBeUndefined();
+      expect(result.valid).toBe(true);
+      expect(validator.version).toBe('3.1');
+      expect(() => validator.resolveRefs()).not.toThrow();
+    }
+  });
+
+  it('names its one server as the origin it is served from, and gives a contact and the terms', () => {
+    expect(openApiDocument.servers).toEqual([{ url: '/', description: expect.stringMatching(/^The origin serving this document/) }]);
+    expect(openApiDocument.info.license).toEqual({ name: 'Proprietary' });
+    expect(openApiDocument.info.contact).toEqual({ name: 'Site Visibility Service support', email: 'support@visibility.example.com' });
   });
 
   it('describes the endpoints of the spec, of the score history, of the delivery log and of webhook self-service, and the three webhook events', () => {
@@ -67,29 +75,91 @@ describe('the OpenAPI document', () => {
     }
   });
 
-  it('gives every JSON answer it shows an example that its own schema accepts, and every error example a code that answer documents', () => {
+  it('shows an example on every JSON answer, request body, webhook body and path parameter of the API, each accepted by its own schema, and every error example with a code that answer documents', () => {
     const seg = (s: string) => s.replaceAll('~', '~0').replaceAll('/', '~1');
     const checked: string[] = [];
+    const missing: string[] = [];
     const problems: string[] = [];
-    const inspect = (response: unknown, pointer: string) => {
-      const media = (response as { content?: Record<string, { schema?: unknown; example?: unknown }> }).content?.['application/json'];
-      if (!media || media.example === undefined) return;
-      checked.push(pointer);
-      const validate = validatorAt(`${pointer}/content/application~1json/schema`);
-      if (!validate(media.example)) problems.push(`${pointer}: ${JSON.stringify(validate.errors?.slice(0, 2))}`);
+    const check = (example: unknown, schemaPointer: string, where: string) => {
+      checked.push(where);
+      const validate = validatorAt(schemaPointer);
+      if (!validate(example)) problems.push(`${where}: ${JSON.stringify(validate.errors?.slice(0, 2))}`);
+    };
+    /** A JSON media type's example; `required`: an example must be there. */
+    const inspectMedia = (holder: unknown, pointer: string, required: boolean) => {
+      const media = (holder as { content?: Record<string, { schema?: unknown; example?: unknown }> }).content?.['application/json'];
+      if (!media) return;
+      if (media.example === undefined) {
+        if (required) missing.push(pointer);
+        return;
+      }
+      check(media.example, `${pointer}/content/application~1json/schema`, pointer);
       const code = (media.example as { error?: { code?: string } }).error?.code;
       const allowed = JSON.stringify(media.schema).match(/"enum":\[([^\]]*)\]/g)?.pop();
       if (code !== undefined && allowed !== undefined && !allowed.includes(`"${code}"`)) problems.push(`${pointer}: example code ${code} is not among ${allowed}`);
     };
-    for (const [name, response] of Object.entries(openApiDocument.components.responses)) inspect(response, `/components/responses/${seg(name)}`);
+    const inspectOperation = (operation: OpenApiOperation, itemParameters: unknown[] | undefined, pointer: string, api: boolean) => {
+      for (const [status, response] of Object.entries(operation.responses)) inspectMedia(response, `${pointer}/responses/${status}`, api);
+      if (operation.requestBody) inspectMedia(operation.requestBody, `${pointer}/requestBody`, true);
+      const parameters: Array<[OpenApiParameter, string]> = [
+        ...(itemParameters ?? []).map((p, i): [OpenApiParameter, string] => [p as OpenApiParameter, `${pointer.slice(0, pointer.lastIndexOf('/'))}/parameters/${i}`]),
+        ...(operation.parameters ?? []).map((p, i): [OpenApiParameter, string] => [p as OpenApiParameter, `${pointer}/parameters/${i}`]),
+      ];
+      for (const [parameter, at] of parameters) {
+        if (parameter.example !== undefined) check(parameter.example, `${at}/schema`, at);
+        else if (api && parameter.in === 'path') missing.push(at);
+      }
+    };
+    for (const [name, response] of Object.entries(openApiDocument.components.responses)) inspectMedia(response, `/components/responses/${seg(name)}`, false);
     for (const { path, method, operation } of operations) {
-      for (const [status, response] of Object.entries(operation.responses)) inspect(response, `/paths/${seg(path)}/${method}/responses/${status}`);
+      const item = (openApiDocument.paths as Record<string, OpenApiPathItem>)[path]!;
+      inspectOperation(operation, item.parameters, `/paths/${seg(path)}/${method}`, path.startsWith('/api/v1/'));
+    }
+    for (const [name, item] of Object.entries(openApiDocument.webhooks as Record<string, OpenApiPathItem>)) {
+      inspectOperation(item.post!, item.parameters, `/webhooks/${seg(name)}/post`, true);
     }
 
     expect(problems).toEqual([]);
-    // Every error answer of the API carries one (the 4xx of each operation and the shared ones).
-    expect(checked.length).toBeGreaterThan(20);
-    expect(operations.filter((o) => o.path.startsWith('/api/v1/')).every(({ operation }) => Object.entries(operation.responses).filter(([status]) => /^4/.test(status)).every(([, response]) => '$ref' in (response as object) || (response as { content?: Record<string, { example?: unknown }> }).content?.['application/json']?.example !== undefined))).toBe(true);
+    expect(missing).toEqual([]);
+    // The error answers shared by every operation, each operation's own answers and bodies, the three events.
+    expect(checked.length).toBeGreaterThanOrEqual(60);
+  });
+
+  it('shows ids, timestamps and cursors in the form the service writes them', () => {
+    const KIND_OF: Record<string, string> = { siteId: 'site', scanId: 'scan', runId: 'run', subscriptionId: 'wh', deliveryId: 'dlv', eventId: 'evt', deploymentId: 'dep', redeliveryOf: 'dlv' };
+    const ID = /^(acct|site|scan|key|wh|evt|dlv|run|dep)_[0-9a-f]{32}$/;
+    const TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+    const problems: string[] = [];
+    /** Every example with where it is and, for a parameter's, the parameter's name. */
+    const examples: Array<[string, unknown, string]> = [];
+    const collect = (node: unknown, pointer: string): void => {
+      if (Array.isArray(node)) node.forEach((item, i) => collect(item, `${pointer}/${i}`));
+      else if (node && typeof node === 'object') {
+        for (const [key, value] of Object.entries(node)) {
+          if (key === 'example') examples.push([pointer, value, 'in' in node ? String((node as { name?: unknown }).name) : '']);
+          else collect(value, `${pointer}/${key}`);
+        }
+      }
+    };
+    const inspect = (value: unknown, key: string, where: string): void => {
+      if (Array.isArray(value)) return value.forEach((item, i) => inspect(item, key, `${where}/${i}`));
+      if (value && typeof value === 'object') return Object.entries(value).forEach(([k, v]) => inspect(v, k, `${where}/${k}`));
+      if (typeof value !== 'string') return;
+      const kind = KIND_OF[key];
+      if ((key === 'id' || kind) && !(kind ? new RegExp(`^${kind}_[0-9a-f]{32}$`) : ID).test(value)) problems.push(`${where}: ${value} is not an id of the service's form`);
+      if ((/At$/.test(key) || key === 'timestamp') && !TIMESTAMP.test(value)) problems.push(`${where}: ${value} is not a timestamp as the service writes it`);
+      if (key === 'nextCursor') {
+        const [at, id] = JSON.parse(Buffer.from(value, 'base64url').toString('utf8')) as [string, string];
+        if (!TIMESTAMP.test(at) || !ID.test(id)) problems.push(`${where}: ${value} is not a cursor the service would accept`);
+      }
+    };
+    collect(openApiDocument.paths, '/paths');
+    collect(openApiDocument.webhooks, '/webhooks');
+    // A parameter's example is a bare value: it is checked under the parameter's name.
+    for (const [pointer, example, parameterName] of examples) inspect(example, parameterName, pointer);
+
+    expect(problems).toEqual([]);
+    expect(examples.length).toBeGreaterThan(40);
   });
 
   it('writes every parameter out where it is used, so that the reference can fill path parameters (no $ref, which Swagger UI shows as a nameless row)', () => {
@@ -120,6 +190,37 @@ describe('the OpenAPI document', () => {
       expect([200, 201, 400, 404]).toContain(res.status);
       expect(res.body.error?.message ?? '').not.toMatch(/^No endpoint/);
     }
+  });
+});
+
+describe('what is for operators only', () => {
+  const OPERATOR_PATHS = ['/healthz', '/readyz', '/docs/assets/{file}'];
+
+  it('is left out of the document customers get, the probes and the reference page’s files with it', async () => {
+    const served = (await request(api.app).get('/openapi.json')).body as typeof openApiDocument;
+
+    for (const path of [...OPERATOR_PATHS, '/metrics']) expect({ path, served: Object.hasOwn(served.paths, path) }).toEqual({ path, served: false });
+    expect(JSON.stringify(served)).not.toContain('x-internal');
+    // What customers use stays: the API, this document and its page.
+    expect(Object.keys(served.paths).filter((path) => !path.startsWith('/api/v1/'))).toEqual(['/openapi.json', '/docs']);
+    // Nothing a customer cannot see is left behind: no component only the operator paths used, no parameter component.
+    expect(Object.keys(served.components)).not.toContain('parameters');
+    expect(Object.keys(served.components.schemas)).not.toContain('Readiness');
+  });
+
+  it('is still described, marked x-internal, where every response is checked, and nothing else differs', () => {
+    const complete = completeOpenApiDocument.paths as Record<string, OpenApiPathItem>;
+    const internal = Object.entries(complete).filter(([, item]) => METHODS.some((method) => item[method]?.['x-internal'] === true));
+
+    expect(internal.map(([path]) => path).sort()).toEqual([...OPERATOR_PATHS].sort());
+    expect({ ...completeOpenApiDocument, paths: Object.fromEntries(Object.entries(complete).filter(([path]) => !OPERATOR_PATHS.includes(path))), components: { ...completeOpenApiDocument.components, parameters: undefined } }).toEqual({
+      ...openApiDocument,
+      components: { ...openApiDocument.components, parameters: undefined },
+    });
+    // The contract check knows them: a probe answering off its description is caught.
+    const probe = { method: 'GET', path: '/healthz', status: 200, headers: { 'request-id': '7f0c3f9e-0b7c-4c1e-9d35-2f0b1a8e4d11', 'content-type': 'application/json' } };
+    expect(contractProblems({ ...probe, body: Buffer.from('{"status":"ok"}') })).toEqual([]);
+    expect(contractProblems({ ...probe, body: Buffer.from('{"status":"fine"}') }).join()).toMatch(/does not match/);
   });
 });
 

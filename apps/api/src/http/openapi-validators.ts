@@ -1,7 +1,7 @@
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import * as ajvFormats from 'ajv-formats';
 import { InvalidQueryError, ValidationError } from '@svc/core';
-import { openApiDocument } from '../openapi/document.js';
+import { completeOpenApiDocument as openApiDocument } from '../openapi/document.js';
 import { HTTPS_URL_FORMAT, type JsonSchema, type OpenApiOperation, type OpenApiParameter, type OpenApiPathItem, type Ref, type RuleExtensions } from '../openapi/openapi-types.js';
 
 // ajv-formats is CommonJS: under NodeNext its function is the namespace's `default.default`.
@@ -18,7 +18,7 @@ const DOCUMENT_ID = 'urn:svc:openapi';
  */
 const ajv = new Ajv2020({ strict: true, allErrors: false });
 addFormats(ajv);
-for (const keyword of ['openapi', 'jsonSchemaDialect', 'info', 'security', 'tags', 'paths', 'webhooks', 'components', 'x-error-code', 'x-rule', 'x-at-least-one']) {
+for (const keyword of ['openapi', 'jsonSchemaDialect', 'info', 'servers', 'security', 'tags', 'paths', 'webhooks', 'components', 'x-error-code', 'x-rule', 'x-at-least-one']) {
   ajv.addKeyword({ keyword });
 }
 ajv.addFormat(HTTPS_URL_FORMAT, isHttpsUrl);

@@ -1,5 +1,6 @@
 import { ENGINE_ID_PATTERN, SCORE_BREAKDOWN_MAX_ENTRIES } from '@svc/core';
 import { apiStandardResponses, apiSuccess, dataEnvelope, requiresScope } from './common.openapi.js';
+import { EXAMPLE_AI_MONITOR_RUN } from './examples.js';
 import { ref, type OpenApiModule } from './openapi-types.js';
 
 /** Issue 9: the latest completed AI Monitor run of a site. */
@@ -42,7 +43,9 @@ export const aiMonitor: OpenApiModule = {
         tags: ['AI Monitor'],
         security: requiresScope('read:ai-monitor'),
         responses: {
-          '200': apiSuccess('The latest run, or null.', dataEnvelope({ run: { oneOf: [ref('schemas', 'AiMonitorRun'), { type: 'null' }] } })),
+          '200': apiSuccess('The latest run, or null.', dataEnvelope({ run: { oneOf: [ref('schemas', 'AiMonitorRun'), { type: 'null' }] } }), {
+            data: { run: EXAMPLE_AI_MONITOR_RUN },
+          }),
           '404': ref('responses', 'NotFound'),
           ...apiStandardResponses(),
         },

@@ -1,3 +1,4 @@
+import { EXAMPLE_IDS } from './examples.js';
 import { ref, type JsonSchema, type OpenApiModule } from './openapi-types.js';
 
 /** The one security scheme; an operation names the scope it needs in its security requirement. */
@@ -42,7 +43,7 @@ const EXAMPLE_MESSAGES: Record<(typeof ERROR_CODES)[number], string> = {
   payload_too_large: 'The request body is too large.',
   invalid_query: 'limit must be a whole number from 1 to 100 (default 50), given once.',
   subscription_disabled: 'This webhook subscription was disabled after repeated failures and never resumes; create a new one instead.',
-  delivery_pending: 'A delivery of this event to this subscription is still pending (dlv_4f1c2e0a9b7d4c3e8f6a5b4c3d2e1f0a); redeliver once it is delivered or failed.',
+  delivery_pending: `A delivery of this event to this subscription is still pending (${EXAMPLE_IDS.redelivery}); redeliver once it is delivered or failed.`,
   recovery_too_large: '12840 failed deliveries are in this window; a recovery sends at most 10000. Narrow the window with since and until.',
   invalid_idempotency_key: 'The Idempotency-Key header must be given once, as 1 to 255 printable ASCII characters (a UUID, say).',
   idempotency_key_reused: 'This Idempotency-Key was used in the last 24 hours for another request (method, path or body); nothing was done. Use a new key for a new request.',
@@ -61,12 +62,16 @@ export function dataEnvelope(properties: Record<string, JsonSchema>): JsonSchema
   };
 }
 
-/** The error envelope with `code` narrowed to the codes one answer can carry. */
+/**
+ * The error envelope with `code` narrowed to the codes one answer can carry. The narrowing names
+ * `message` too, so that it describes the whole `error` object on its own: a reader (or a linter
+ * that holds examples to the properties a schema names) sees no field it does not explain.
+ */
 function envelopeWith(codes: readonly string[]): JsonSchema {
   return {
     allOf: [
       ref('schemas', 'ErrorEnvelope'),
-      { type: 'object', properties: { error: { type: 'object', properties: { code: { enum: [...codes] } } } } },
+      { type: 'object', properties: { error: { type: 'object', properties: { code: { enum: [...codes] }, message: { type: 'string' } } } } },
     ],
   };
 }
@@ -79,9 +84,17 @@ const rateLimitHeaders = {
   'X-RateLimit-Reset': ref('headers', 'X-RateLimit-Reset'),
 };
 
-/** A 2xx JSON answer of a /api/v1 operation: counted by the rate limit, so it carries its headers. */
-export function apiSuccess(description: string, schema: JsonSchema): Record<string, unknown> {
-  return { description, headers: { ...requestIdHeader, ...rateLimitHeaders }, content: { 'application/json': { schema } } };
+/**
+ * A 2xx JSON answer of a /api/v1 operation: counted by the rate limit, so it carries its headers.
+ * `example` is what the service answers (examples.ts), shown instead of one made up from the schema.
+ */
+export function apiSuccess(description: string, schema: JsonSchema, example: unknown): Record<string, unknown> {
+  return { description, headers: { ...requestIdHeader, ...rateLimitHeaders }, content: { 'application/json': { schema, example } } };
+}
+
+/** A JSON request body with the example "Try it out" starts from. */
+export function jsonBody(required: boolean, schema: JsonSchema, example: unknown): Record<string, unknown> {
+  return { required, content: { 'application/json': { schema, example } } };
 }
 
 /** A JSON answer outside /api/v1 (no key, no rate limit). */
@@ -142,8 +155,8 @@ export function idempotencyResponses(own: { badRequest?: [string, ErrorCode[]]; 
 }
 
 /** A 2xx JSON answer of a POST or PATCH: as apiSuccess, plus `Idempotent-Replayed` when it is a replay. */
-export function idempotentSuccess(description: string, schema: JsonSchema): Record<string, unknown> {
-  const success = apiSuccess(description, schema) as { headers: Record<string, unknown> };
+export function idempotentSuccess(description: string, schema: JsonSchema, example: unknown): Record<string, unknown> {
+  const success = apiSuccess(description, schema, example) as { headers: Record<string, unknown> };
   return { ...success, headers: { ...success.headers, 'Idempotent-Replayed': ref('headers', 'Idempotent-Replayed') } };
 }
 

@@ -1,5 +1,6 @@
 import { DELIVERY_CURSOR_MAX_LENGTH, DELIVERY_PAGE_LIMIT_DEFAULT, DELIVERY_PAGE_LIMIT_MAX, DELIVERY_STATUSES } from '../deliveries/deliveries.schemas.js';
 import { apiError, apiStandardResponses, apiSuccess, dataEnvelope, idempotencyResponses, idempotentSuccess, requiresScope } from './common.openapi.js';
+import { EXAMPLE_DELIVERIES, EXAMPLE_DELIVERIES_NEXT_CURSOR, EXAMPLE_DELIVERY_DETAIL, EXAMPLE_IDS, EXAMPLE_REDELIVERY } from './examples.js';
 import { ref, type OpenApiModule } from './openapi-types.js';
 
 const timestampOrNull = { oneOf: [ref('schemas', 'Timestamp'), { type: 'null' }] };
@@ -29,12 +30,13 @@ const deliveryRequired = ['id', 'eventId', 'event', 'status', 'createdAt', 'next
 export const deliveries: OpenApiModule = {
   tag: { name: 'Deliveries', description: 'The delivery log of a webhook subscription, and redelivery.' },
   parameters: {
-    DeliveryId: { name: 'deliveryId', in: 'path', required: true, description: 'A delivery id.', schema: { type: 'string' } },
+    DeliveryId: { name: 'deliveryId', in: 'path', required: true, description: 'A delivery id.', schema: { type: 'string' }, example: EXAMPLE_IDS.delivery },
     DeliveryLimit: {
       name: 'limit',
       in: 'query',
       description: `The most deliveries in the page, 1 to ${DELIVERY_PAGE_LIMIT_MAX}, as plain digits; ${DELIVERY_PAGE_LIMIT_DEFAULT} when absent.`,
       schema: { type: 'integer', minimum: 1, maximum: DELIVERY_PAGE_LIMIT_MAX, default: DELIVERY_PAGE_LIMIT_DEFAULT },
+      example: 20,
       'x-rule': `a whole number from 1 to ${DELIVERY_PAGE_LIMIT_MAX} (default ${DELIVERY_PAGE_LIMIT_DEFAULT}), given once`,
     },
     DeliveryCursor: {
@@ -95,6 +97,7 @@ export const deliveries: OpenApiModule = {
               deliveries: { type: 'array', maxItems: DELIVERY_PAGE_LIMIT_MAX, items: ref('schemas', 'Delivery') },
               nextCursor: { type: ['string', 'null'] },
             }),
+            { data: { deliveries: EXAMPLE_DELIVERIES, nextCursor: EXAMPLE_DELIVERIES_NEXT_CURSOR } },
           ),
           '400': ref('responses', 'InvalidQuery'),
           '404': ref('responses', 'NotFound'),
@@ -110,7 +113,7 @@ export const deliveries: OpenApiModule = {
         tags: ['Deliveries'],
         security: requiresScope('read:webhooks'),
         responses: {
-          '200': apiSuccess('The delivery.', dataEnvelope({ delivery: ref('schemas', 'DeliveryDetail') })),
+          '200': apiSuccess('The delivery.', dataEnvelope({ delivery: ref('schemas', 'DeliveryDetail') }), { data: { delivery: EXAMPLE_DELIVERY_DETAIL } }),
           '404': ref('responses', 'NotFound'),
           ...apiStandardResponses(),
         },
@@ -125,7 +128,7 @@ export const deliveries: OpenApiModule = {
         security: requiresScope('write:webhooks'),
         parameters: [ref('parameters', 'IdempotencyKey')],
         responses: {
-          '202': idempotentSuccess('Accepted: the new delivery, queued.', dataEnvelope({ delivery: ref('schemas', 'Delivery') })),
+          '202': idempotentSuccess('Accepted: the new delivery, queued.', dataEnvelope({ delivery: ref('schemas', 'Delivery') }), { data: { delivery: EXAMPLE_REDELIVERY } }),
           '404': ref('responses', 'NotFound'),
           ...idempotencyResponses({
             conflict: [

@@ -1,7 +1,8 @@
 import { aiMonitor } from './ai-monitor.openapi.js';
 import { common } from './common.openapi.js';
 import { deliveries } from './deliveries.openapi.js';
-import type { OpenApiModule } from './openapi-types.js';
+import { EXAMPLE_ORIGIN } from './examples.js';
+import type { OpenApiModule, OpenApiPathItem } from './openapi-types.js';
 import { scans } from './scans.openapi.js';
 import { service } from './service.openapi.js';
 import { sites } from './sites.openapi.js';
@@ -62,6 +63,7 @@ function inlineParameters(paths: Record<string, Record<string, unknown>>, parame
 
 function buildDocument() {
   const parameters = merge('parameters');
+  const paths = inlineParameters(merge('paths') as Record<string, Record<string, unknown>>, parameters as Record<string, unknown>);
   return {
     openapi: '3.1.0',
     jsonSchemaDialect: 'https://spec.openapis.org/oas/3.1/dialect/base',
@@ -74,10 +76,19 @@ function buildDocument() {
         'against 60 requests per minute per key. Successes are `{ "data": … }`, handled errors `{ "error": { code, message } }`, ' +
         'and a 5xx is plain text with no code: retry it with backoff. v1 only grows: new optional fields and endpoints; ignore ' +
         'fields you do not know.',
+      contact: { name: 'Site Visibility Service support', email: 'support@visibility.example.com' },
+      // The API's terms are the customer's agreement, not an open licence (the client library is MIT, in its own package).
+      license: { name: 'Proprietary' },
     },
+    servers: [
+      {
+        url: '/',
+        description: `The origin serving this document, such as ${EXAMPLE_ORIGIN}; "Try it out" in /docs sends its requests there.`,
+      },
+    ],
     security: [{ apiKey: [] }],
     tags: MODULES.flatMap((module) => (module.tag ? [module.tag] : [])),
-    paths: inlineParameters(merge('paths') as Record<string, Record<string, unknown>>, parameters as Record<string, unknown>),
+    paths,
     webhooks: merge('webhooks'),
     components: {
       schemas: merge('schemas'),
@@ -91,5 +102,33 @@ function buildDocument() {
 
 export type OpenApiDocument = ReturnType<typeof buildDocument>;
 
-/** The OpenAPI 3.1 document: the one description of the API the validators compile from and /openapi.json serves. */
-export const openApiDocument: OpenApiDocument = buildDocument();
+/** What customers are given: no operator-only operation, no parameter component (each is written out where used). */
+export type CustomerOpenApiDocument = Omit<OpenApiDocument, 'components'> & { components: Omit<OpenApiDocument['components'], 'parameters'> };
+
+const METHODS = ['get', 'post', 'put', 'patch', 'delete'] as const;
+
+/**
+ * The document without what is `x-internal` (the probes, the reference page's files): operations
+ * go, and a path left with none goes too. The parameter components go as well: every use is
+ * written out, so nothing there is referenced and a reader would see them twice.
+ */
+function forCustomers(document: OpenApiDocument): CustomerOpenApiDocument {
+  const paths = Object.fromEntries(
+    Object.entries(document.paths as Record<string, OpenApiPathItem>).flatMap(([path, item]) => {
+      const kept: OpenApiPathItem = { ...item };
+      for (const method of METHODS) if (item[method]?.['x-internal']) delete kept[method];
+      return METHODS.some((method) => kept[method]) ? [[path, kept]] : [];
+    }),
+  );
+  const { parameters: _inlined, ...components } = document.components;
+  return { ...document, paths, components };
+}
+
+/**
+ * Every operation the API process serves, the operator-only ones (`x-internal`) included: what
+ * the request validators compile from and every test response is checked against.
+ */
+export const completeOpenApiDocument: OpenApiDocument = buildDocument();
+
+/** The OpenAPI 3.1 document customers get at /openapi.json (and /docs renders): the one description of the v1 API. */
+export const openApiDocument: CustomerOpenApiDocument = forCustomers(completeOpenApiDocument);

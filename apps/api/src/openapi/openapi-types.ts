@@ -10,6 +10,8 @@ export interface OpenApiParameter {
   required?: boolean;
   description?: string;
   schema: JsonSchema;
+  /** A value the service accepts, which "Try it out" starts from. */
+  example?: unknown;
   /** Our extension: what a valid value is, ending the invalid_query message "<name> must be <x-rule>." */
   'x-rule'?: string;
 }
@@ -25,6 +27,11 @@ export interface OpenApiOperation {
   parameters?: Array<OpenApiParameter | Ref>;
   requestBody?: Record<string, unknown>;
   responses: Record<string, Record<string, unknown> | Ref>;
+  /**
+   * For operators, not customers (a probe, a file of the reference page): left out of the
+   * document /openapi.json serves, kept in the one responses are checked against (document.ts).
+   */
+  'x-internal'?: true;
 }
 
 export type OpenApiPathItem = Partial<Record<'get' | 'post' | 'put' | 'patch' | 'delete', OpenApiOperation>> & {

@@ -1,5 +1,6 @@
 import { SCAN_HISTORY_MAX_LIMIT, SCORE_BREAKDOWN_MAX_ENTRIES, CATEGORY_NAME_MAX_LENGTH } from '@svc/core';
 import { apiStandardResponses, apiSuccess, dataEnvelope, requiresScope } from './common.openapi.js';
+import { EXAMPLE_HISTORY_NEXT_CURSOR, EXAMPLE_HISTORY_SCANS, EXAMPLE_IDS, EXAMPLE_SCAN } from './examples.js';
 import { ref, type OpenApiModule } from './openapi-types.js';
 
 const trigger = { type: 'string', enum: ['scheduled', 'manual'], description: 'Who started the scan.' };
@@ -8,12 +9,13 @@ const trigger = { type: 'string', enum: ['scheduled', 'manual'], description: 'W
 export const scans: OpenApiModule = {
   tag: { name: 'Scans', description: 'The score history of a site and the detail of one scan (scope `read:scans`).' },
   parameters: {
-    ScanId: { name: 'scanId', in: 'path', required: true, description: 'A scan id. Opaque.', schema: { type: 'string' } },
+    ScanId: { name: 'scanId', in: 'path', required: true, description: 'A scan id. Opaque.', schema: { type: 'string' }, example: EXAMPLE_IDS.scan },
     HistoryLimit: {
       name: 'limit',
       in: 'query',
       description: `The most scans in the page, 1 to ${SCAN_HISTORY_MAX_LIMIT}; ${SCAN_HISTORY_MAX_LIMIT} when absent.`,
       schema: { type: 'integer', minimum: 1, maximum: SCAN_HISTORY_MAX_LIMIT, default: SCAN_HISTORY_MAX_LIMIT },
+      example: 20,
       'x-rule': `an integer from 1 to ${SCAN_HISTORY_MAX_LIMIT}`,
     },
     HistoryCursor: {
@@ -96,6 +98,7 @@ export const scans: OpenApiModule = {
               scans: { type: 'array', maxItems: SCAN_HISTORY_MAX_LIMIT, items: ref('schemas', 'HistoryScan') },
               nextCursor: { type: ['string', 'null'], description: 'Pass as `cursor` for the next page; null on the last page.' },
             }),
+            { data: { scans: EXAMPLE_HISTORY_SCANS, nextCursor: EXAMPLE_HISTORY_NEXT_CURSOR } },
           ),
           '400': ref('responses', 'InvalidQuery'),
           '404': ref('responses', 'NotFound'),
@@ -112,7 +115,7 @@ export const scans: OpenApiModule = {
         tags: ['Scans'],
         security: requiresScope('read:scans'),
         responses: {
-          '200': apiSuccess('The scan.', dataEnvelope({ scan: ref('schemas', 'Scan') })),
+          '200': apiSuccess('The scan.', dataEnvelope({ scan: ref('schemas', 'Scan') }), { data: { scan: EXAMPLE_SCAN } }),
           '404': ref('responses', 'NotFound'),
           ...apiStandardResponses(),
         },

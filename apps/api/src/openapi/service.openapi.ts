@@ -1,28 +1,32 @@
 import { serviceSuccess } from './common.openapi.js';
-import { ref, type OpenApiModule } from './openapi-types.js';
+import { ref, type JsonSchema, type OpenApiModule } from './openapi-types.js';
 
 const noKey: Array<Record<string, string[]>> = [];
 const serverError = { '500': ref('responses', 'ServerError') };
 
-/** What the service serves outside /api/v1: no key, no rate limit (operator contract §3, issue 9). */
+/** What /readyz answers; written here, not in components: the customer document has no use for it. */
+const readiness: JsonSchema = {
+  type: 'object',
+  required: ['status', 'checks', 'rateLimiter'],
+  properties: {
+    status: { type: 'string', enum: ['ready', 'not_ready'] },
+    checks: {
+      type: 'object',
+      required: ['postgres', 'redis'],
+      properties: { postgres: { enum: ['ok', 'down'] }, redis: { enum: ['ok', 'down'] } },
+    },
+    rateLimiter: { enum: ['shared', 'per-process-fallback'] },
+    reasons: { type: 'array', items: { type: 'string' }, description: 'Present when not ready: what is wrong.' },
+  },
+};
+
+/**
+ * What the service serves outside /api/v1: no key, no rate limit (operator contract §3). The
+ * probes and the reference page's files are for operators and the page itself: `x-internal`,
+ * so /openapi.json leaves them out while responses are still checked against them.
+ */
 export const service: OpenApiModule = {
   tag: { name: 'Service', description: 'Served without a key and outside the rate limit.' },
-  schemas: {
-    Readiness: {
-      type: 'object',
-      required: ['status', 'checks', 'rateLimiter'],
-      properties: {
-        status: { type: 'string', enum: ['ready', 'not_ready'] },
-        checks: {
-          type: 'object',
-          required: ['postgres', 'redis'],
-          properties: { postgres: { enum: ['ok', 'down'] }, redis: { enum: ['ok', 'down'] } },
-        },
-        rateLimiter: { enum: ['shared', 'per-process-fallback'] },
-        reasons: { type: 'array', items: { type: 'string' }, description: 'Present when not ready: what is wrong.' },
-      },
-    },
-  },
   paths: {
     '/healthz': {
       get: {
@@ -30,9 +34,10 @@ export const service: OpenApiModule = {
         summary: 'Liveness',
         tags: ['Service'],
         security: noKey,
+        'x-internal': true,
         responses: {
           '200': serviceSuccess('The process is up.', {
-            'application/json': { schema: { type: 'object', required: ['status'], properties: { status: { const: 'ok' } } } },
+            'application/json': { schema: { type: 'object', required: ['status'], properties: { status: { const: 'ok' } } }, example: { status: 'ok' } },
           }),
           ...serverError,
         },
@@ -44,9 +49,17 @@ export const service: OpenApiModule = {
         summary: 'Readiness: Postgres and Redis answer',
         tags: ['Service'],
         security: noKey,
+        'x-internal': true,
         responses: {
-          '200': serviceSuccess('Ready.', { 'application/json': { schema: ref('schemas', 'Readiness') } }),
-          '503': serviceSuccess('Not ready: a dependency is down.', { 'application/json': { schema: ref('schemas', 'Readiness') } }),
+          '200': serviceSuccess('Ready.', {
+            'application/json': { schema: readiness, example: { status: 'ready', checks: { postgres: 'ok', redis: 'ok' }, rateLimiter: 'shared' } },
+          }),
+          '503': serviceSuccess('Not ready: a dependency is down.', {
+            'application/json': {
+              schema: readiness,
+              example: { status: 'not_ready', checks: { postgres: 'ok', redis: 'down' }, rateLimiter: 'per-process-fallback', reasons: ['redis: connection refused'] },
+            },
+          }),
           ...serverError,
         },
       },
@@ -83,6 +96,7 @@ export const service: OpenApiModule = {
         summary: 'A script, style sheet or icon of the HTML reference',
         tags: ['Service'],
         security: noKey,
+        'x-internal': true,
         parameters: [{ name: 'file', in: 'path', required: true, schema: { type: 'string' } }],
         responses: {
           '200': { description: 'The file.', headers: { 'Request-Id': ref('headers', 'Request-Id') } },

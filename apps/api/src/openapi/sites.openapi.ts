@@ -1,4 +1,5 @@
 import { apiStandardResponses, apiSuccess, dataEnvelope, requiresScope } from './common.openapi.js';
+import { EXAMPLE_IDS, EXAMPLE_SITE_DETAIL, EXAMPLE_SITES } from './examples.js';
 import { ref, type OpenApiModule } from './openapi-types.js';
 
 /** Spec §4.1, §4.2 and the site path parameter the scans and AI Monitor paths share. */
@@ -11,6 +12,7 @@ export const sites: OpenApiModule = {
       required: true,
       description: 'A site id as returned by the site list. Opaque.',
       schema: { type: 'string' },
+      example: EXAMPLE_IDS.site,
     },
   },
   schemas: {
@@ -56,7 +58,7 @@ export const sites: OpenApiModule = {
         tags: ['Sites'],
         security: requiresScope('read:sites'),
         responses: {
-          '200': apiSuccess('The sites.', dataEnvelope({ sites: { type: 'array', maxItems: 100, items: ref('schemas', 'SiteSummary') } })),
+          '200': apiSuccess('The sites.', dataEnvelope({ sites: { type: 'array', maxItems: 100, items: ref('schemas', 'SiteSummary') } }), { data: { sites: EXAMPLE_SITES } }),
           ...apiStandardResponses(),
         },
       },
@@ -69,7 +71,7 @@ export const sites: OpenApiModule = {
         tags: ['Sites'],
         security: requiresScope('read:sites'),
         responses: {
-          '200': apiSuccess('The site.', dataEnvelope({ site: ref('schemas', 'SiteDetail') })),
+          '200': apiSuccess('The site.', dataEnvelope({ site: ref('schemas', 'SiteDetail') }), { data: { site: EXAMPLE_SITE_DETAIL } }),
           '404': ref('responses', 'NotFound'),
           ...apiStandardResponses(),
         },

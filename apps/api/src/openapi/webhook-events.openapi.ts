@@ -1,3 +1,4 @@
+import { EXAMPLE_AI_CHECK_COMPLETED_EVENT, EXAMPLE_POWER_UP_DEPLOYED_EVENT, EXAMPLE_SCAN_COMPLETED_EVENT } from './examples.js';
 import { ref, type JsonSchema, type OpenApiModule, type OpenApiPathItem } from './openapi-types.js';
 
 /** Spec §6.2: the headers of every delivery. */
@@ -62,8 +63,8 @@ function envelope(event: string, data: string): JsonSchema {
   };
 }
 
-/** One top-level `webhooks` entry: the POST we send to a subscription's url. */
-function delivery(event: string, operationId: string, summary: string, envelopeSchema: string): OpenApiPathItem {
+/** One top-level `webhooks` entry: the POST we send to a subscription's url, with a body as we send it. */
+function delivery(event: string, operationId: string, summary: string, envelopeSchema: string, example: unknown): OpenApiPathItem {
   return {
     post: {
       operationId,
@@ -75,7 +76,7 @@ function delivery(event: string, operationId: string, summary: string, envelopeS
       // Deliveries are authenticated by their signature (spec §5.8, §6.2), not by an API key.
       security: [],
       parameters: deliveryHeaders,
-      requestBody: { required: true, content: { 'application/json': { schema: ref('schemas', envelopeSchema) } } },
+      requestBody: { required: true, content: { 'application/json': { schema: ref('schemas', envelopeSchema), example } } },
       responses: {
         '2XX': { description: 'Acknowledged; the delivery is done.' },
         default: { description: 'Any other status, a timeout or a connection failure: the attempt failed and is retried.' },
@@ -107,8 +108,8 @@ export const webhookEvents: OpenApiModule = {
     PowerUpDeployedEvent: envelope('power_up.deployed', 'PowerUpDeployedData'),
   },
   webhooks: {
-    'scan.completed': delivery('scan.completed', 'scanCompletedEvent', 'A scheduled or manual scan completed', 'ScanCompletedEvent'),
-    'ai_check.completed': delivery('ai_check.completed', 'aiCheckCompletedEvent', 'An AI Monitor run finished scoring', 'AiCheckCompletedEvent'),
-    'power_up.deployed': delivery('power_up.deployed', 'powerUpDeployedEvent', 'A Power-Up was deployed to a site', 'PowerUpDeployedEvent'),
+    'scan.completed': delivery('scan.completed', 'scanCompletedEvent', 'A scheduled or manual scan completed', 'ScanCompletedEvent', EXAMPLE_SCAN_COMPLETED_EVENT),
+    'ai_check.completed': delivery('ai_check.completed', 'aiCheckCompletedEvent', 'An AI Monitor run finished scoring', 'AiCheckCompletedEvent', EXAMPLE_AI_CHECK_COMPLETED_EVENT),
+    'power_up.deployed': delivery('power_up.deployed', 'powerUpDeployedEvent', 'A Power-Up was deployed to a site', 'PowerUpDeployedEvent', EXAMPLE_POWER_UP_DEPLOYED_EVENT),
   },
 };

@@ -1,5 +1,17 @@
 import { EVENT_TYPES, MAX_ROTATION_OVERLAP_SECONDS, DEFAULT_ROTATION_OVERLAP_SECONDS, RECOVERY_MAX, WILDCARD_EVENT } from '@svc/core';
-import { apiError, apiStandardResponses, apiSuccess, dataEnvelope, idempotencyResponses, idempotentSuccess, requiresScope } from './common.openapi.js';
+import { apiError, apiStandardResponses, apiSuccess, dataEnvelope, idempotencyResponses, idempotentSuccess, jsonBody, requiresScope } from './common.openapi.js';
+import {
+  EXAMPLE_CREATE_WEBHOOK_REQUEST,
+  EXAMPLE_CREATED_SUBSCRIPTION,
+  EXAMPLE_IDS,
+  EXAMPLE_RECOVER_REQUEST,
+  EXAMPLE_RECOVERY,
+  EXAMPLE_ROTATE_REQUEST,
+  EXAMPLE_ROTATED_SECRET,
+  EXAMPLE_SUBSCRIPTIONS,
+  EXAMPLE_UPDATE_WEBHOOK_REQUEST,
+  EXAMPLE_UPDATED_SUBSCRIPTION,
+} from './examples.js';
 import { HTTPS_URL_FORMAT, ref, type OpenApiModule } from './openapi-types.js';
 
 /** Spec §4.3, §8: the longest url a subscription may have. */
@@ -9,7 +21,7 @@ export const WEBHOOK_URL_MAX_LENGTH = 500;
 export const webhooks: OpenApiModule = {
   tag: { name: 'Webhooks', description: 'Webhook subscriptions; what they receive is under Webhooks below.' },
   parameters: {
-    SubscriptionId: { name: 'subscriptionId', in: 'path', required: true, description: 'A subscription id.', schema: { type: 'string' } },
+    SubscriptionId: { name: 'subscriptionId', in: 'path', required: true, description: 'A subscription id.', schema: { type: 'string' }, example: EXAMPLE_IDS.subscription },
   },
   schemas: {
     WebhookUrl: {
@@ -148,11 +160,12 @@ export const webhooks: OpenApiModule = {
         tags: ['Webhooks'],
         security: requiresScope('write:webhooks'),
         parameters: [ref('parameters', 'IdempotencyKey')],
-        requestBody: { required: true, content: { 'application/json': { schema: ref('schemas', 'CreateWebhookRequest') } } },
+        requestBody: jsonBody(true, ref('schemas', 'CreateWebhookRequest'), EXAMPLE_CREATE_WEBHOOK_REQUEST),
         responses: {
           '201': idempotentSuccess(
             'Created; the secret is shown only here (and in a replay of this answer for the same Idempotency-Key).',
             dataEnvelope({ subscription: ref('schemas', 'CreatedWebhookSubscription') }),
+            { data: { subscription: EXAMPLE_CREATED_SUBSCRIPTION } },
           ),
           ...idempotencyResponses({
             badRequest: ['The body is not a JSON object (`invalid_body`), or its url (`invalid_url`) or events (`invalid_events`) break the rules.', ['invalid_body', 'invalid_url', 'invalid_events']],
@@ -168,7 +181,9 @@ export const webhooks: OpenApiModule = {
         tags: ['Webhooks'],
         security: requiresScope('read:webhooks'),
         responses: {
-          '200': apiSuccess('The subscriptions.', dataEnvelope({ subscriptions: { type: 'array', items: ref('schemas', 'WebhookSubscription') } })),
+          '200': apiSuccess('The subscriptions.', dataEnvelope({ subscriptions: { type: 'array', items: ref('schemas', 'WebhookSubscription') } }), {
+            data: { subscriptions: EXAMPLE_SUBSCRIPTIONS },
+          }),
           ...apiStandardResponses(),
         },
       },
@@ -182,7 +197,7 @@ export const webhooks: OpenApiModule = {
         tags: ['Webhooks'],
         security: requiresScope('write:webhooks'),
         responses: {
-          '200': apiSuccess('Revoked.', dataEnvelope({ deleted: { const: true }, id: { type: 'string' } })),
+          '200': apiSuccess('Revoked.', dataEnvelope({ deleted: { const: true }, id: { type: 'string' } }), { data: { deleted: true, id: EXAMPLE_IDS.subscription } }),
           '404': ref('responses', 'NotFound'),
           ...apiStandardResponses(),
         },
@@ -194,9 +209,11 @@ export const webhooks: OpenApiModule = {
         tags: ['Webhooks'],
         security: requiresScope('write:webhooks'),
         parameters: [ref('parameters', 'IdempotencyKey')],
-        requestBody: { required: true, content: { 'application/json': { schema: ref('schemas', 'UpdateWebhookRequest') } } },
+        requestBody: jsonBody(true, ref('schemas', 'UpdateWebhookRequest'), EXAMPLE_UPDATE_WEBHOOK_REQUEST),
         responses: {
-          '200': idempotentSuccess('Changed: the subscription as listed.', dataEnvelope({ subscription: ref('schemas', 'WebhookSubscription') })),
+          '200': idempotentSuccess('Changed: the subscription as listed.', dataEnvelope({ subscription: ref('schemas', 'WebhookSubscription') }), {
+            data: { subscription: EXAMPLE_UPDATED_SUBSCRIPTION },
+          }),
           '404': ref('responses', 'NotFound'),
           ...idempotencyResponses({
             badRequest: ['The body has neither url nor events, or is not a JSON object (`invalid_body`), or its url (`invalid_url`) or events (`invalid_events`) break the rules.', ['invalid_body', 'invalid_url', 'invalid_events']],
@@ -218,9 +235,11 @@ export const webhooks: OpenApiModule = {
         tags: ['Webhooks'],
         security: requiresScope('write:webhooks'),
         parameters: [ref('parameters', 'IdempotencyKey')],
-        requestBody: { required: false, content: { 'application/json': { schema: ref('schemas', 'RotateWebhookSecretRequest') } } },
+        requestBody: jsonBody(false, ref('schemas', 'RotateWebhookSecretRequest'), EXAMPLE_ROTATE_REQUEST),
         responses: {
-          '200': idempotentSuccess('Rotated; the new secret is shown only here.', dataEnvelope({ subscription: ref('schemas', 'RotatedWebhookSecret') })),
+          '200': idempotentSuccess('Rotated; the new secret is shown only here.', dataEnvelope({ subscription: ref('schemas', 'RotatedWebhookSecret') }), {
+            data: { subscription: EXAMPLE_ROTATED_SECRET },
+          }),
           '404': ref('responses', 'NotFound'),
           ...idempotencyResponses({ badRequest: ['`invalid_body`: the body is not a JSON object, or overlapSeconds is not 0..604800.', ['invalid_body']] }),
           '413': apiError('`payload_too_large`: the body is over 1 MB.', ['payload_too_large']),
@@ -240,9 +259,11 @@ export const webhooks: OpenApiModule = {
         tags: ['Webhooks'],
         security: requiresScope('write:webhooks'),
         parameters: [ref('parameters', 'IdempotencyKey')],
-        requestBody: { required: true, content: { 'application/json': { schema: ref('schemas', 'RecoverWebhookRequest') } } },
+        requestBody: jsonBody(true, ref('schemas', 'RecoverWebhookRequest'), EXAMPLE_RECOVER_REQUEST),
         responses: {
-          '202': idempotentSuccess('Accepted: the deliveries are stored and queued (or, for a dry run, counted).', dataEnvelope({ recovery: ref('schemas', 'WebhookRecovery') })),
+          '202': idempotentSuccess('Accepted: the deliveries are stored and queued (or, for a dry run, counted).', dataEnvelope({ recovery: ref('schemas', 'WebhookRecovery') }), {
+            data: { recovery: EXAMPLE_RECOVERY },
+          }),
           '404': ref('responses', 'NotFound'),
           ...idempotencyResponses({
             badRequest: ['`invalid_body`: the body is not a JSON object, since is missing, a time is not ISO 8601, or until is not after since.', ['invalid_body']],

@@ -27,7 +27,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description A site id as returned by the site list. Opaque. */
+                /**
+                 * @description A site id as returned by the site list. Opaque.
+                 * @example site_81bb3141a48a45f9bae52b7cc1ff2781
+                 */
                 siteId: string;
             };
             cookie?: never;
@@ -47,7 +50,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description A site id as returned by the site list. Opaque. */
+                /**
+                 * @description A site id as returned by the site list. Opaque.
+                 * @example site_81bb3141a48a45f9bae52b7cc1ff2781
+                 */
                 siteId: string;
             };
             cookie?: never;
@@ -70,7 +76,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description A scan id. Opaque. */
+                /**
+                 * @description A scan id. Opaque.
+                 * @example scan_e5ed533f8e4940d98daf2ace6d84ee56
+                 */
                 scanId: string;
             };
             cookie?: never;
@@ -93,7 +102,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description A site id as returned by the site list. Opaque. */
+                /**
+                 * @description A site id as returned by the site list. Opaque.
+                 * @example site_81bb3141a48a45f9bae52b7cc1ff2781
+                 */
                 siteId: string;
             };
             cookie?: never;
@@ -137,7 +149,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description A subscription id. */
+                /**
+                 * @description A subscription id.
+                 * @example wh_acb680c9fc494dbca4088a510eafb3c3
+                 */
                 subscriptionId: string;
             };
             cookie?: never;
@@ -164,7 +179,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description A subscription id. */
+                /**
+                 * @description A subscription id.
+                 * @example wh_acb680c9fc494dbca4088a510eafb3c3
+                 */
                 subscriptionId: string;
             };
             cookie?: never;
@@ -187,7 +205,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description A subscription id. */
+                /**
+                 * @description A subscription id.
+                 * @example wh_acb680c9fc494dbca4088a510eafb3c3
+                 */
                 subscriptionId: string;
             };
             cookie?: never;
@@ -210,7 +231,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description A subscription id. */
+                /**
+                 * @description A subscription id.
+                 * @example wh_acb680c9fc494dbca4088a510eafb3c3
+                 */
                 subscriptionId: string;
             };
             cookie?: never;
@@ -233,9 +257,15 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description A subscription id. */
+                /**
+                 * @description A subscription id.
+                 * @example wh_acb680c9fc494dbca4088a510eafb3c3
+                 */
                 subscriptionId: string;
-                /** @description A delivery id. */
+                /**
+                 * @description A delivery id.
+                 * @example dlv_f9cb1860f51246f9867a05c64d120717
+                 */
                 deliveryId: string;
             };
             cookie?: never;
@@ -255,9 +285,15 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description A subscription id. */
+                /**
+                 * @description A subscription id.
+                 * @example wh_acb680c9fc494dbca4088a510eafb3c3
+                 */
                 subscriptionId: string;
-                /** @description A delivery id. */
+                /**
+                 * @description A delivery id.
+                 * @example dlv_f9cb1860f51246f9867a05c64d120717
+                 */
                 deliveryId: string;
             };
             cookie?: never;
@@ -266,40 +302,6 @@ export interface paths {
         put?: never;
         /** Send a delivery’s event again, as a new delivery */
         post: operations["redeliverWebhookDelivery"];
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/healthz": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Liveness */
-        get: operations["getLiveness"];
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/readyz": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Readiness: Postgres and Redis answer */
-        get: operations["getReadiness"];
-        put?: never;
-        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -332,23 +334,6 @@ export interface paths {
         };
         /** The HTML reference rendered from this document */
         get: operations["getApiReference"];
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/docs/assets/{file}": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** A script, style sheet or icon of the HTML reference */
-        get: operations["getApiReferenceAsset"];
         put?: never;
         post?: never;
         delete?: never;
@@ -681,20 +666,6 @@ export interface components {
             timestamp: components["schemas"]["Timestamp"];
             data: components["schemas"]["PowerUpDeployedData"];
         };
-        Readiness: {
-            /** @enum {string} */
-            status: "ready" | "not_ready";
-            checks: {
-                /** @enum {unknown} */
-                postgres: "ok" | "down";
-                /** @enum {unknown} */
-                redis: "ok" | "down";
-            };
-            /** @enum {unknown} */
-            rateLimiter: "shared" | "per-process-fallback";
-            /** @description Present when not ready: what is wrong. */
-            reasons?: string[];
-        };
     };
     responses: {
         /** @description `unauthorized`: the Authorization header is missing or malformed; `invalid_key`: the key is unknown, revoked or no longer active. */
@@ -717,6 +688,7 @@ export interface components {
                     error?: {
                         /** @enum {unknown} */
                         code?: "unauthorized" | "invalid_key";
+                        message?: string;
                     };
                 };
             };
@@ -743,6 +715,7 @@ export interface components {
                     error?: {
                         /** @enum {unknown} */
                         code?: "insufficient_scope";
+                        message?: string;
                     };
                 };
             };
@@ -769,6 +742,7 @@ export interface components {
                     error?: {
                         /** @enum {unknown} */
                         code?: "not_found";
+                        message?: string;
                     };
                 };
             };
@@ -795,6 +769,7 @@ export interface components {
                     error?: {
                         /** @enum {unknown} */
                         code?: "invalid_query";
+                        message?: string;
                     };
                 };
             };
@@ -822,6 +797,7 @@ export interface components {
                     error?: {
                         /** @enum {unknown} */
                         code?: "rate_limited";
+                        message?: string;
                     };
                 };
             };
@@ -837,30 +813,7 @@ export interface components {
             };
         };
     };
-    parameters: {
-        /** @description Makes a retry of this request safe: the same key with the same method, path and body within 24 hours gets the first answer again (with `Idempotent-Replayed: true`) and changes nothing. Keys are per account; 1–255 printable ASCII characters (a UUID is a good choice). */
-        IdempotencyKey: string;
-        /** @description A site id as returned by the site list. Opaque. */
-        SiteId: string;
-        /** @description A scan id. Opaque. */
-        ScanId: string;
-        /** @description The most scans in the page, 1 to 100; 100 when absent. */
-        HistoryLimit: number;
-        /** @description The `nextCursor` of the previous page, as it was given; opaque. Absent for the first page. */
-        HistoryCursor: string;
-        /** @description Only scans completed strictly after this instant, an RFC 3339 timestamp such as `2026-11-23T00:00:00Z` (`+` in an offset must be sent as `%2B`). Pass the latest `completedAt` you hold to fetch only what is new. */
-        HistorySince: string;
-        /** @description A subscription id. */
-        SubscriptionId: string;
-        /** @description A delivery id. */
-        DeliveryId: string;
-        /** @description The most deliveries in the page, 1 to 100, as plain digits; 50 when absent. */
-        DeliveryLimit: number;
-        /** @description The `nextCursor` of the previous page, unchanged; opaque. */
-        DeliveryCursor: string;
-        /** @description Only deliveries in this state. */
-        DeliveryStatus: "pending" | "delivered" | "failed";
-    };
+    parameters: never;
     requestBodies: never;
     headers: {
         /** @description `true` on an answer replayed for a repeated Idempotency-Key. */
@@ -901,6 +854,28 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "sites": [
+                     *           {
+                     *             "id": "site_81bb3141a48a45f9bae52b7cc1ff2781",
+                     *             "domain": "acme.example",
+                     *             "name": "Acme",
+                     *             "status": "active",
+                     *             "createdAt": "2026-09-14T09:26:41.318Z"
+                     *           },
+                     *           {
+                     *             "id": "site_5e0a9d37c2b14f6e8a1d4c7b90f3e2a6",
+                     *             "domain": "shop.acme.example",
+                     *             "name": null,
+                     *             "status": "prospect",
+                     *             "createdAt": "2026-10-30T15:02:17.904Z"
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: {
                             sites: components["schemas"]["SiteSummary"][];
@@ -919,7 +894,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description A site id as returned by the site list. Opaque. */
+                /**
+                 * @description A site id as returned by the site list. Opaque.
+                 * @example site_81bb3141a48a45f9bae52b7cc1ff2781
+                 */
                 siteId: string;
             };
             cookie?: never;
@@ -936,6 +914,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "site": {
+                     *           "id": "site_81bb3141a48a45f9bae52b7cc1ff2781",
+                     *           "domain": "acme.example",
+                     *           "name": "Acme",
+                     *           "status": "active",
+                     *           "createdAt": "2026-09-14T09:26:41.318Z",
+                     *           "latestScan": {
+                     *             "id": "scan_e5ed533f8e4940d98daf2ace6d84ee56",
+                     *             "score": 87.5,
+                     *             "status": "completed",
+                     *             "completedAt": "2026-11-23T06:03:47.592Z"
+                     *           }
+                     *         }
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: {
                             site: components["schemas"]["SiteDetail"];
@@ -953,7 +950,10 @@ export interface operations {
     listSiteScans: {
         parameters: {
             query?: {
-                /** @description The most scans in the page, 1 to 100; 100 when absent. */
+                /**
+                 * @description The most scans in the page, 1 to 100; 100 when absent.
+                 * @example 20
+                 */
                 limit?: number;
                 /** @description The `nextCursor` of the previous page, as it was given; opaque. Absent for the first page. */
                 cursor?: string;
@@ -962,7 +962,10 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description A site id as returned by the site list. Opaque. */
+                /**
+                 * @description A site id as returned by the site list. Opaque.
+                 * @example site_81bb3141a48a45f9bae52b7cc1ff2781
+                 */
                 siteId: string;
             };
             cookie?: never;
@@ -979,6 +982,31 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "scans": [
+                     *           {
+                     *             "id": "scan_e5ed533f8e4940d98daf2ace6d84ee56",
+                     *             "score": 87.5,
+                     *             "status": "completed",
+                     *             "trigger": "scheduled",
+                     *             "startedAt": "2026-11-23T06:00:02.114Z",
+                     *             "completedAt": "2026-11-23T06:03:47.592Z"
+                     *           },
+                     *           {
+                     *             "id": "scan_3b0d6c2e91f84a7db1c55e0f2a9d8e41",
+                     *             "score": 84.25,
+                     *             "status": "completed",
+                     *             "trigger": "manual",
+                     *             "startedAt": "2026-11-19T14:31:09.407Z",
+                     *             "completedAt": "2026-11-19T14:34:58.026Z"
+                     *           }
+                     *         ],
+                     *         "nextCursor": "WyIyMDI2LTExLTE5VDE0OjM0OjU4LjAyNloiLCJzY2FuXzNiMGQ2YzJlOTFmODRhN2RiMWM1NWUwZjJhOWQ4ZTQxIl0"
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: {
                             scans: components["schemas"]["HistoryScan"][];
@@ -1001,7 +1029,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description A scan id. Opaque. */
+                /**
+                 * @description A scan id. Opaque.
+                 * @example scan_e5ed533f8e4940d98daf2ace6d84ee56
+                 */
                 scanId: string;
             };
             cookie?: never;
@@ -1018,6 +1049,36 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "scan": {
+                     *           "id": "scan_e5ed533f8e4940d98daf2ace6d84ee56",
+                     *           "siteId": "site_81bb3141a48a45f9bae52b7cc1ff2781",
+                     *           "status": "completed",
+                     *           "score": 87.5,
+                     *           "trigger": "scheduled",
+                     *           "startedAt": "2026-11-23T06:00:02.114Z",
+                     *           "completedAt": "2026-11-23T06:03:47.592Z",
+                     *           "failedAt": null,
+                     *           "categories": [
+                     *             {
+                     *               "name": "Performance",
+                     *               "score": 91
+                     *             },
+                     *             {
+                     *               "name": "AI visibility",
+                     *               "score": 78
+                     *             },
+                     *             {
+                     *               "name": "Structured data",
+                     *               "score": 93.5
+                     *             }
+                     *           ]
+                     *         }
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: {
                             scan: components["schemas"]["Scan"];
@@ -1037,7 +1098,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description A site id as returned by the site list. Opaque. */
+                /**
+                 * @description A site id as returned by the site list. Opaque.
+                 * @example site_81bb3141a48a45f9bae52b7cc1ff2781
+                 */
                 siteId: string;
             };
             cookie?: never;
@@ -1054,6 +1118,29 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "run": {
+                     *           "id": "run_4cf703d9d404475ab5dbfac55b465a5c",
+                     *           "siteId": "site_81bb3141a48a45f9bae52b7cc1ff2781",
+                     *           "status": "completed",
+                     *           "compositeScore": 72.25,
+                     *           "completedAt": "2026-11-23T07:15:09.880Z",
+                     *           "engines": [
+                     *             {
+                     *               "engine": "chatgpt",
+                     *               "score": 75
+                     *             },
+                     *             {
+                     *               "engine": "perplexity",
+                     *               "score": 69.5
+                     *             }
+                     *           ]
+                     *         }
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: {
                             run: components["schemas"]["AiMonitorRun"] | null;
@@ -1087,6 +1174,37 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "subscriptions": [
+                     *           {
+                     *             "id": "wh_acb680c9fc494dbca4088a510eafb3c3",
+                     *             "url": "https://hooks.acme.example/svc",
+                     *             "events": [
+                     *               "scan.completed",
+                     *               "ai_check.completed"
+                     *             ],
+                     *             "createdAt": "2026-10-02T13:48:55.027Z",
+                     *             "lastDeliveryAt": "2026-11-23T06:03:52.731Z",
+                     *             "failureCount": 0,
+                     *             "status": "active"
+                     *           },
+                     *           {
+                     *             "id": "wh_2d9f64b0a1c84e37b5f0e6a9c3d2b1f8",
+                     *             "url": "https://old-hooks.acme.example/visibility",
+                     *             "events": [
+                     *               "*"
+                     *             ],
+                     *             "createdAt": "2026-09-20T08:11:30.662Z",
+                     *             "lastDeliveryAt": "2026-10-05T22:40:13.118Z",
+                     *             "failureCount": 100,
+                     *             "status": "disabled"
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: {
                             subscriptions: components["schemas"]["WebhookSubscription"][];
@@ -1112,6 +1230,15 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "url": "https://hooks.acme.example/svc",
+                 *       "events": [
+                 *         "scan.completed",
+                 *         "ai_check.completed"
+                 *       ]
+                 *     }
+                 */
                 "application/json": components["schemas"]["CreateWebhookRequest"];
             };
         };
@@ -1127,6 +1254,23 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "subscription": {
+                     *           "id": "wh_ce603ee3bf364b808dd08938402a76db",
+                     *           "url": "https://hooks.acme.example/svc",
+                     *           "events": [
+                     *             "scan.completed",
+                     *             "ai_check.completed"
+                     *           ],
+                     *           "secret": "0422d445013e5a563d1d933e0b58f102bd1bcc8f0e580026548ddc015e02310b",
+                     *           "standardWebhooksSecret": "whsec_MDQyMmQ0NDUwMTNlNWE1NjNkMWQ5MzNlMGI1OGYxMDJiZDFiY2M4ZjBlNTgwMDI2NTQ4ZGRjMDE1ZTAyMzEwYg==",
+                     *           "createdAt": "2026-11-24T10:12:05.446Z"
+                     *         }
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: {
                             subscription: components["schemas"]["CreatedWebhookSubscription"];
@@ -1156,6 +1300,7 @@ export interface operations {
                         error?: {
                             /** @enum {unknown} */
                             code?: "invalid_body" | "invalid_url" | "invalid_events" | "invalid_idempotency_key";
+                            message?: string;
                         };
                     };
                 };
@@ -1184,6 +1329,7 @@ export interface operations {
                         error?: {
                             /** @enum {unknown} */
                             code?: "idempotency_key_in_use";
+                            message?: string;
                         };
                     };
                 };
@@ -1210,6 +1356,7 @@ export interface operations {
                         error?: {
                             /** @enum {unknown} */
                             code?: "payload_too_large";
+                            message?: string;
                         };
                     };
                 };
@@ -1236,6 +1383,7 @@ export interface operations {
                         error?: {
                             /** @enum {unknown} */
                             code?: "idempotency_key_reused";
+                            message?: string;
                         };
                     };
                 };
@@ -1249,7 +1397,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description A subscription id. */
+                /**
+                 * @description A subscription id.
+                 * @example wh_acb680c9fc494dbca4088a510eafb3c3
+                 */
                 subscriptionId: string;
             };
             cookie?: never;
@@ -1266,6 +1417,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "deleted": true,
+                     *         "id": "wh_acb680c9fc494dbca4088a510eafb3c3"
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: {
                             /** @constant */
@@ -1290,13 +1449,26 @@ export interface operations {
                 "Idempotency-Key"?: string;
             };
             path: {
-                /** @description A subscription id. */
+                /**
+                 * @description A subscription id.
+                 * @example wh_acb680c9fc494dbca4088a510eafb3c3
+                 */
                 subscriptionId: string;
             };
             cookie?: never;
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "url": "https://hooks.acme.example/v2/svc",
+                 *       "events": [
+                 *         "scan.completed",
+                 *         "ai_check.completed",
+                 *         "power_up.deployed"
+                 *       ]
+                 *     }
+                 */
                 "application/json": components["schemas"]["UpdateWebhookRequest"];
             };
         };
@@ -1312,6 +1484,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "subscription": {
+                     *           "id": "wh_acb680c9fc494dbca4088a510eafb3c3",
+                     *           "url": "https://hooks.acme.example/v2/svc",
+                     *           "events": [
+                     *             "scan.completed",
+                     *             "ai_check.completed",
+                     *             "power_up.deployed"
+                     *           ],
+                     *           "createdAt": "2026-10-02T13:48:55.027Z",
+                     *           "lastDeliveryAt": "2026-11-23T06:03:52.731Z",
+                     *           "failureCount": 0,
+                     *           "status": "active"
+                     *         }
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: {
                             subscription: components["schemas"]["WebhookSubscription"];
@@ -1341,6 +1532,7 @@ export interface operations {
                         error?: {
                             /** @enum {unknown} */
                             code?: "invalid_body" | "invalid_url" | "invalid_events" | "invalid_idempotency_key";
+                            message?: string;
                         };
                     };
                 };
@@ -1370,6 +1562,7 @@ export interface operations {
                         error?: {
                             /** @enum {unknown} */
                             code?: "subscription_disabled" | "idempotency_key_in_use";
+                            message?: string;
                         };
                     };
                 };
@@ -1396,6 +1589,7 @@ export interface operations {
                         error?: {
                             /** @enum {unknown} */
                             code?: "payload_too_large";
+                            message?: string;
                         };
                     };
                 };
@@ -1422,6 +1616,7 @@ export interface operations {
                         error?: {
                             /** @enum {unknown} */
                             code?: "idempotency_key_reused";
+                            message?: string;
                         };
                     };
                 };
@@ -1438,13 +1633,21 @@ export interface operations {
                 "Idempotency-Key"?: string;
             };
             path: {
-                /** @description A subscription id. */
+                /**
+                 * @description A subscription id.
+                 * @example wh_acb680c9fc494dbca4088a510eafb3c3
+                 */
                 subscriptionId: string;
             };
             cookie?: never;
         };
         requestBody?: {
             content: {
+                /**
+                 * @example {
+                 *       "overlapSeconds": 3600
+                 *     }
+                 */
                 "application/json": components["schemas"]["RotateWebhookSecretRequest"];
             };
         };
@@ -1460,6 +1663,18 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "subscription": {
+                     *           "id": "wh_acb680c9fc494dbca4088a510eafb3c3",
+                     *           "secret": "9f1b7c2ad4e85036b1c9e7a2f40d6b38c5e17a92d0f4b6c83e5a1d7f92b04c6e",
+                     *           "standardWebhooksSecret": "whsec_OWYxYjdjMmFkNGU4NTAzNmIxYzllN2EyZjQwZDZiMzhjNWUxN2E5MmQwZjRiNmM4M2U1YTFkN2Y5MmIwNGM2ZQ==",
+                     *           "previousSecretExpiresAt": "2026-11-24T11:20:44.091Z"
+                     *         }
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: {
                             subscription: components["schemas"]["RotatedWebhookSecret"];
@@ -1489,6 +1704,7 @@ export interface operations {
                         error?: {
                             /** @enum {unknown} */
                             code?: "invalid_body" | "invalid_idempotency_key";
+                            message?: string;
                         };
                     };
                 };
@@ -1518,6 +1734,7 @@ export interface operations {
                         error?: {
                             /** @enum {unknown} */
                             code?: "idempotency_key_in_use";
+                            message?: string;
                         };
                     };
                 };
@@ -1544,6 +1761,7 @@ export interface operations {
                         error?: {
                             /** @enum {unknown} */
                             code?: "payload_too_large";
+                            message?: string;
                         };
                     };
                 };
@@ -1570,6 +1788,7 @@ export interface operations {
                         error?: {
                             /** @enum {unknown} */
                             code?: "idempotency_key_reused";
+                            message?: string;
                         };
                     };
                 };
@@ -1586,13 +1805,23 @@ export interface operations {
                 "Idempotency-Key"?: string;
             };
             path: {
-                /** @description A subscription id. */
+                /**
+                 * @description A subscription id.
+                 * @example wh_acb680c9fc494dbca4088a510eafb3c3
+                 */
                 subscriptionId: string;
             };
             cookie?: never;
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "since": "2026-11-20T00:00:00Z",
+                 *       "until": "2026-11-21T00:00:00Z",
+                 *       "dryRun": true
+                 *     }
+                 */
                 "application/json": components["schemas"]["RecoverWebhookRequest"];
             };
         };
@@ -1608,6 +1837,17 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "recovery": {
+                     *           "count": 12,
+                     *           "since": "2026-11-20T00:00:00.000Z",
+                     *           "until": "2026-11-21T00:00:00.000Z"
+                     *         }
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: {
                             recovery: components["schemas"]["WebhookRecovery"];
@@ -1637,6 +1877,7 @@ export interface operations {
                         error?: {
                             /** @enum {unknown} */
                             code?: "invalid_body" | "invalid_idempotency_key";
+                            message?: string;
                         };
                     };
                 };
@@ -1666,6 +1907,7 @@ export interface operations {
                         error?: {
                             /** @enum {unknown} */
                             code?: "subscription_disabled" | "recovery_too_large" | "idempotency_key_in_use";
+                            message?: string;
                         };
                     };
                 };
@@ -1692,6 +1934,7 @@ export interface operations {
                         error?: {
                             /** @enum {unknown} */
                             code?: "payload_too_large";
+                            message?: string;
                         };
                     };
                 };
@@ -1718,6 +1961,7 @@ export interface operations {
                         error?: {
                             /** @enum {unknown} */
                             code?: "idempotency_key_reused";
+                            message?: string;
                         };
                     };
                 };
@@ -1729,7 +1973,10 @@ export interface operations {
     listWebhookDeliveries: {
         parameters: {
             query?: {
-                /** @description The most deliveries in the page, 1 to 100, as plain digits; 50 when absent. */
+                /**
+                 * @description The most deliveries in the page, 1 to 100, as plain digits; 50 when absent.
+                 * @example 20
+                 */
                 limit?: number;
                 /** @description The `nextCursor` of the previous page, unchanged; opaque. */
                 cursor?: string;
@@ -1738,7 +1985,10 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description A subscription id. */
+                /**
+                 * @description A subscription id.
+                 * @example wh_acb680c9fc494dbca4088a510eafb3c3
+                 */
                 subscriptionId: string;
             };
             cookie?: never;
@@ -1755,6 +2005,58 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "deliveries": [
+                     *           {
+                     *             "id": "dlv_7d2e4f1a9c3b48e5a06f1b2c3d4e5f67",
+                     *             "eventId": "evt_e17f8971081045f5a19cf1be42282092",
+                     *             "event": "ai_check.completed",
+                     *             "status": "pending",
+                     *             "createdAt": "2026-11-23T07:15:09.893Z",
+                     *             "nextAttemptAt": "2026-11-23T07:15:40.012Z",
+                     *             "redeliveryOf": null,
+                     *             "attempts": [
+                     *               {
+                     *                 "n": 1,
+                     *                 "at": "2026-11-23T07:15:09.941Z",
+                     *                 "statusCode": null,
+                     *                 "error": "timeout",
+                     *                 "durationMs": 10003
+                     *               }
+                     *             ]
+                     *           },
+                     *           {
+                     *             "id": "dlv_f9cb1860f51246f9867a05c64d120717",
+                     *             "eventId": "evt_ea28fdebc0c4454abd15ef5b87929ce9",
+                     *             "event": "scan.completed",
+                     *             "status": "delivered",
+                     *             "createdAt": "2026-11-23T06:03:47.601Z",
+                     *             "nextAttemptAt": null,
+                     *             "redeliveryOf": null,
+                     *             "attempts": [
+                     *               {
+                     *                 "n": 1,
+                     *                 "at": "2026-11-23T06:03:47.655Z",
+                     *                 "statusCode": 503,
+                     *                 "error": "HTTP 503",
+                     *                 "durationMs": 184
+                     *               },
+                     *               {
+                     *                 "n": 2,
+                     *                 "at": "2026-11-23T06:03:52.702Z",
+                     *                 "statusCode": 200,
+                     *                 "error": null,
+                     *                 "durationMs": 29
+                     *               }
+                     *             ]
+                     *           }
+                     *         ],
+                     *         "nextCursor": "WyIyMDI2LTExLTIzVDA2OjAzOjQ3LjYwMVoiLCJkbHZfZjljYjE4NjBmNTEyNDZmOTg2N2EwNWM2NGQxMjA3MTciXQ"
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: {
                             deliveries: components["schemas"]["Delivery"][];
@@ -1776,9 +2078,15 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description A subscription id. */
+                /**
+                 * @description A subscription id.
+                 * @example wh_acb680c9fc494dbca4088a510eafb3c3
+                 */
                 subscriptionId: string;
-                /** @description A delivery id. */
+                /**
+                 * @description A delivery id.
+                 * @example dlv_f9cb1860f51246f9867a05c64d120717
+                 */
                 deliveryId: string;
             };
             cookie?: never;
@@ -1795,6 +2103,51 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "delivery": {
+                     *           "id": "dlv_f9cb1860f51246f9867a05c64d120717",
+                     *           "eventId": "evt_ea28fdebc0c4454abd15ef5b87929ce9",
+                     *           "event": "scan.completed",
+                     *           "status": "delivered",
+                     *           "createdAt": "2026-11-23T06:03:47.601Z",
+                     *           "nextAttemptAt": null,
+                     *           "redeliveryOf": null,
+                     *           "payload": {
+                     *             "event": "scan.completed",
+                     *             "timestamp": "2026-11-23T06:03:47.601Z",
+                     *             "data": {
+                     *               "scanId": "scan_e5ed533f8e4940d98daf2ace6d84ee56",
+                     *               "siteId": "site_81bb3141a48a45f9bae52b7cc1ff2781",
+                     *               "domain": "acme.example",
+                     *               "score": 87.5
+                     *             }
+                     *           },
+                     *           "attempts": [
+                     *             {
+                     *               "n": 1,
+                     *               "at": "2026-11-23T06:03:47.655Z",
+                     *               "statusCode": 503,
+                     *               "error": "HTTP 503",
+                     *               "durationMs": 184,
+                     *               "responseExcerpt": "upstream connect error or disconnect/reset before headers",
+                     *               "responseExcerptBase64": "dXBzdHJlYW0gY29ubmVjdCBlcnJvciBvciBkaXNjb25uZWN0L3Jlc2V0IGJlZm9yZSBoZWFkZXJz"
+                     *             },
+                     *             {
+                     *               "n": 2,
+                     *               "at": "2026-11-23T06:03:52.702Z",
+                     *               "statusCode": 200,
+                     *               "error": null,
+                     *               "durationMs": 29,
+                     *               "responseExcerpt": "{\"received\":true}",
+                     *               "responseExcerptBase64": "eyJyZWNlaXZlZCI6dHJ1ZX0="
+                     *             }
+                     *           ]
+                     *         }
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: {
                             delivery: components["schemas"]["DeliveryDetail"];
@@ -1817,9 +2170,15 @@ export interface operations {
                 "Idempotency-Key"?: string;
             };
             path: {
-                /** @description A subscription id. */
+                /**
+                 * @description A subscription id.
+                 * @example wh_acb680c9fc494dbca4088a510eafb3c3
+                 */
                 subscriptionId: string;
-                /** @description A delivery id. */
+                /**
+                 * @description A delivery id.
+                 * @example dlv_f9cb1860f51246f9867a05c64d120717
+                 */
                 deliveryId: string;
             };
             cookie?: never;
@@ -1837,6 +2196,22 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "delivery": {
+                     *           "id": "dlv_05f6ae5cb7d1429f9c85fc82e5d0e700",
+                     *           "eventId": "evt_ea28fdebc0c4454abd15ef5b87929ce9",
+                     *           "event": "scan.completed",
+                     *           "status": "pending",
+                     *           "createdAt": "2026-11-24T10:30:12.378Z",
+                     *           "nextAttemptAt": "2026-11-24T10:30:12.378Z",
+                     *           "redeliveryOf": "dlv_f9cb1860f51246f9867a05c64d120717",
+                     *           "attempts": []
+                     *         }
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         data: {
                             delivery: components["schemas"]["Delivery"];
@@ -1866,6 +2241,7 @@ export interface operations {
                         error?: {
                             /** @enum {unknown} */
                             code?: "invalid_idempotency_key";
+                            message?: string;
                         };
                     };
                 };
@@ -1895,6 +2271,7 @@ export interface operations {
                         error?: {
                             /** @enum {unknown} */
                             code?: "subscription_disabled" | "delivery_pending" | "idempotency_key_in_use";
+                            message?: string;
                         };
                     };
                 };
@@ -1921,69 +2298,13 @@ export interface operations {
                         error?: {
                             /** @enum {unknown} */
                             code?: "idempotency_key_reused";
+                            message?: string;
                         };
                     };
                 };
             };
             429: components["responses"]["RateLimited"];
             500: components["responses"]["ServerError"];
-        };
-    };
-    getLiveness: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description The process is up. */
-            200: {
-                headers: {
-                    "Request-Id": components["headers"]["Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @constant */
-                        status: "ok";
-                    };
-                };
-            };
-            500: components["responses"]["ServerError"];
-        };
-    };
-    getReadiness: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description Ready. */
-            200: {
-                headers: {
-                    "Request-Id": components["headers"]["Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Readiness"];
-                };
-            };
-            500: components["responses"]["ServerError"];
-            /** @description Not ready: a dependency is down. */
-            503: {
-                headers: {
-                    "Request-Id": components["headers"]["Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Readiness"];
-                };
-            };
         };
     };
     getOpenApiDocument: {
@@ -2033,38 +2354,6 @@ export interface operations {
             500: components["responses"]["ServerError"];
         };
     };
-    getApiReferenceAsset: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path: {
-                file: string;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description The file. */
-            200: {
-                headers: {
-                    "Request-Id": components["headers"]["Request-Id"];
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description `not_found`: no such file. */
-            404: {
-                headers: {
-                    "Request-Id": components["headers"]["Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorEnvelope"];
-                };
-            };
-            500: components["responses"]["ServerError"];
-        };
-    };
     scanCompletedEvent: {
         parameters: {
             query?: never;
@@ -2089,6 +2378,18 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "event": "scan.completed",
+                 *       "timestamp": "2026-11-23T06:03:47.601Z",
+                 *       "data": {
+                 *         "scanId": "scan_e5ed533f8e4940d98daf2ace6d84ee56",
+                 *         "siteId": "site_81bb3141a48a45f9bae52b7cc1ff2781",
+                 *         "domain": "acme.example",
+                 *         "score": 87.5
+                 *       }
+                 *     }
+                 */
                 "application/json": components["schemas"]["ScanCompletedEvent"];
             };
         };
@@ -2133,6 +2434,18 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "event": "ai_check.completed",
+                 *       "timestamp": "2026-11-23T07:15:09.893Z",
+                 *       "data": {
+                 *         "runId": "run_4cf703d9d404475ab5dbfac55b465a5c",
+                 *         "siteId": "site_81bb3141a48a45f9bae52b7cc1ff2781",
+                 *         "domain": "acme.example",
+                 *         "compositeScore": 72.25
+                 *       }
+                 *     }
+                 */
                 "application/json": components["schemas"]["AiCheckCompletedEvent"];
             };
         };
@@ -2177,6 +2490,17 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "event": "power_up.deployed",
+                 *       "timestamp": "2026-11-23T09:42:31.257Z",
+                 *       "data": {
+                 *         "deploymentId": "dep_5230c16bea964028a00e731f16bfca2e",
+                 *         "siteId": "site_81bb3141a48a45f9bae52b7cc1ff2781",
+                 *         "powerUpId": "pu_schema_markup"
+                 *       }
+                 *     }
+                 */
                 "application/json": components["schemas"]["PowerUpDeployedEvent"];
             };
         };
