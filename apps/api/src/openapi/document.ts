@@ -1,4 +1,5 @@
 import { aiMonitor } from './ai-monitor.openapi.js';
+import { withCodeSamples } from './code-samples.js';
 import { common } from './common.openapi.js';
 import { deliveries } from './deliveries.openapi.js';
 import { EXAMPLE_ORIGIN } from './examples.js';
@@ -88,7 +89,7 @@ function buildDocument() {
     ],
     security: [{ apiKey: [] }],
     tags: MODULES.flatMap((module) => (module.tag ? [module.tag] : [])),
-    paths,
+    paths: withCodeSamples(paths as Record<string, OpenApiPathItem>),
     webhooks: merge('webhooks'),
     components: {
       schemas: merge('schemas'),

@@ -32,6 +32,15 @@ export interface OpenApiOperation {
    * document /openapi.json serves, kept in the one responses are checked against (document.ts).
    */
   'x-internal'?: true;
+  /** How to call it, in curl and with the client library (code-samples.ts adds them; /docs shows them). */
+  'x-codeSamples'?: CodeSample[];
+}
+
+/** One entry of `x-codeSamples`, the extension Redoc and other renderers read. */
+export interface CodeSample {
+  lang: string;
+  label: string;
+  source: string;
 }
 
 export type OpenApiPathItem = Partial<Record<'get' | 'post' | 'put' | 'patch' | 'delete', OpenApiOperation>> & {
