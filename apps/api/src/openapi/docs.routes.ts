@@ -12,8 +12,38 @@ const RENDERER_FILES = new Set(['swagger-ui-bundle.js', 'swagger-ui.css', 'favic
 /**
  * Starts the renderer on our document. validatorUrl null: Swagger UI would otherwise send the
  * document to validator.swagger.io, which is neither private nor reachable offline.
+ *
+ * Swagger UI shows no `x-codeSamples` itself: the plugin below wraps the parameters section of
+ * each operation (drawn only once the operation is expanded) and puts the operation's samples
+ * above it, with Swagger UI's own React (no build step, nothing loaded from elsewhere).
  */
 const INIT_SCRIPT = `window.addEventListener('load', function () {
+  function CodeSamplesPlugin(system) {
+    var h = system.React.createElement;
+    function CodeSamples(props) {
+      return h('section', { className: 'code-samples', 'aria-label': 'Code samples' },
+        h('div', { className: 'opblock-section-header' }, h('h4', { className: 'opblock-title' }, 'Code samples')),
+        h('div', { className: 'code-samples__list', style: { padding: '8px 20px' } },
+          props.samples.map(function (sample, index) {
+            return h('div', { key: index, className: 'code-sample', 'data-lang': sample.lang },
+              h('h5', { className: 'code-sample__label', style: { margin: '8px 0 4px' } }, sample.label),
+              h('pre', { className: 'microlight code-sample__source', tabIndex: 0 }, h('code', null, sample.source)));
+          })));
+    }
+    return {
+      wrapComponents: {
+        parameters: function (Original) {
+          return function (props) {
+            var samples = props.operation && props.operation.get('x-codeSamples');
+            var list = samples && samples.toJS ? samples.toJS() : [];
+            if (list.length === 0) return h(Original, props);
+            return h('div', null, h(CodeSamples, { samples: list }), h(Original, props));
+          };
+        }
+      }
+    };
+  }
+
   window.ui = SwaggerUIBundle({
     url: '/openapi.json',
     dom_id: '#reference',
@@ -23,6 +53,7 @@ const INIT_SCRIPT = `window.addEventListener('load', function () {
     defaultModelsExpandDepth: 0,
     tryItOutEnabled: false,
     presets: [SwaggerUIBundle.presets.apis],
+    plugins: [CodeSamplesPlugin],
     layout: 'BaseLayout'
   });
 });
