@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import request from 'supertest';
 import { Validator } from '@seriousme/openapi-schema-validator';
-import { seedAccount } from '@svc/core/testing';
+import { createApiKey, createSite, createSubscription, startScan } from '@svc/core/operator';
+import { ALL_SCOPES, seedAccount, uniqueTag } from '@svc/core/testing';
 import { validatorAt } from '../src/http/openapi-validators.js';
 import { completeOpenApiDocument, openApiDocument } from '../src/openapi/document.js';
 import type { OpenApiOperation, OpenApiParameter, OpenApiPathItem } from '../src/openapi/openapi-types.js';
@@ -123,6 +124,39 @@ describe('the OpenAPI document', () => {
     expect(missing).toEqual([]);
     // The error answers shared by every operation, each operation's own answers and bodies, the three events.
     expect(checked.length).toBeGreaterThanOrEqual(60);
+  });
+
+  it('shows on each 404 a message the service gives for that operation', async () => {
+    // One account holding a site, a scan and a subscription, and a fresh key per request (the limit here is 2).
+    const { accountId } = await seedAccount(api.db);
+    const site = await createSite(api.db, accountId, { domain: `not-found-${uniqueTag()}.example` });
+    const real: Record<string, string> = {
+      siteId: site.id,
+      scanId: (await startScan(api.db, site.id)).id,
+      subscriptionId: (await createSubscription(api.db, accountId, { url: 'https://hooks.acme.example/svc', events: ['*'] })).id,
+    };
+    const mismatches: unknown[] = [];
+    let checked = 0;
+    for (const { path, method, operation } of operations.filter((o) => o.path.startsWith('/api/v1/') && o.operation.responses['404'])) {
+      const example = (operation.responses['404'] as { content: Record<string, { example: { error: { message: string } } }> }).content['application/json']!.example;
+      const item = (openApiDocument.paths as Record<string, OpenApiPathItem>)[path]!;
+      const parameters = [...(item.parameters ?? []), ...(operation.parameters ?? [])] as OpenApiParameter[];
+      const names = parameters.filter((p) => p.in === 'path').map((p) => p.name);
+      const body = (operation.requestBody as { content?: Record<string, { example?: unknown }> } | undefined)?.content?.['application/json']?.example;
+      // Real ids for the first k path parameters and the examples (which name nothing) for the rest: every 404 the path can give.
+      const answers: string[] = [];
+      for (let k = 0; k < names.length; k += 1) {
+        const url = names.reduce((filled, name, i) => filled.replace(`{${name}}`, i < k ? real[name]! : String(parameters.find((p) => p.name === name)!.example)), path);
+        const { key } = await createApiKey(api.db, accountId, { name: 'not found', scopes: ALL_SCOPES });
+        const res = await request(api.app)[method](url).set(bearer(key)).send(body as object);
+        if (res.status === 404) answers.push(res.body.error.message);
+      }
+      checked += 1;
+      if (!answers.includes(example.error.message)) mismatches.push({ operation: `${method.toUpperCase()} ${path}`, documented: example.error.message, answered: answers });
+    }
+
+    expect(mismatches).toEqual([]);
+    expect(checked).toBeGreaterThanOrEqual(10);
   });
 
   it('shows ids, timestamps and cursors in the form the service writes them', () => {

@@ -1,5 +1,5 @@
 import { ENGINE_ID_PATTERN, SCORE_BREAKDOWN_MAX_ENTRIES } from '@svc/core';
-import { apiStandardResponses, apiSuccess, dataEnvelope, requiresScope } from './common.openapi.js';
+import { apiStandardResponses, apiSuccess, dataEnvelope, notFound, requiresScope } from './common.openapi.js';
 import { EXAMPLE_AI_MONITOR_RUN } from './examples.js';
 import { ref, type OpenApiModule } from './openapi-types.js';
 
@@ -46,7 +46,7 @@ export const aiMonitor: OpenApiModule = {
           '200': apiSuccess('The latest run, or null.', dataEnvelope({ run: { oneOf: [ref('schemas', 'AiMonitorRun'), { type: 'null' }] } }), {
             data: { run: EXAMPLE_AI_MONITOR_RUN },
           }),
-          '404': ref('responses', 'NotFound'),
+          '404': notFound('site'),
           ...apiStandardResponses(),
         },
       },

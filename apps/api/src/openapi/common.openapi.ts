@@ -50,8 +50,16 @@ const EXAMPLE_MESSAGES: Record<(typeof ERROR_CODES)[number], string> = {
   idempotency_key_in_use: 'A request with this Idempotency-Key is still being answered; try again in a moment.',
 };
 
-/** The example of an error answer: its first code, with the message the service gives. */
-const errorExample = (codes: readonly (typeof ERROR_CODES)[number][]) => ({ error: { code: codes[0]!, message: EXAMPLE_MESSAGES[codes[0]!] } });
+/** The example of an error answer: its first code, with the message the service gives (or the one given). */
+const errorExample = (codes: readonly (typeof ERROR_CODES)[number][], message?: string) => ({ error: { code: codes[0]!, message: message ?? EXAMPLE_MESSAGES[codes[0]!] } });
+
+/** What the service says when the resource a path names is not in the caller's account. */
+export const NOT_FOUND_MESSAGES = {
+  site: 'No site with this id exists in your account.',
+  scan: 'No scan with this id exists in your account.',
+  subscription: 'No webhook subscription with this id exists in your account.',
+  delivery: 'No delivery with this id exists for this webhook subscription.',
+} as const;
 
 /** A success body: `{ "data": { <name>: <schema> } }` (spec §2.1). */
 export function dataEnvelope(properties: Record<string, JsonSchema>): JsonSchema {
@@ -106,17 +114,22 @@ export function serviceSuccess(description: string, content: Record<string, unkn
  * A handled error after authentication and the rate limit, with the error codes this status
  * can carry here: `{ "error": { code, message } }`.
  */
-export function apiError(description: string, codes: ReadonlyArray<(typeof ERROR_CODES)[number]>): Record<string, unknown> {
+export function apiError(description: string, codes: ReadonlyArray<(typeof ERROR_CODES)[number]>, message?: string): Record<string, unknown> {
   return {
     description,
     headers: { ...requestIdHeader, ...rateLimitHeaders },
     content: {
       'application/json': {
         schema: envelopeWith(codes),
-        example: errorExample(codes),
+        example: errorExample(codes, message),
       },
     },
   };
+}
+
+/** The 404 of an operation whose path names a resource, with the message the service gives for that resource. */
+export function notFound(resource: keyof typeof NOT_FOUND_MESSAGES): Record<string, unknown> {
+  return apiError('`not_found`: no such resource in your account (another account’s resource is not found too).', ['not_found'], NOT_FOUND_MESSAGES[resource]);
 }
 
 /** The answers every /api/v1 operation can give besides its own: 401, 403, 429, 5xx. */
@@ -256,7 +269,6 @@ export const common: OpenApiModule = {
       },
     },
     InsufficientScope: apiError('`insufficient_scope`: the key lacks the scope this operation needs; the message names it.', ['insufficient_scope']),
-    NotFound: apiError('`not_found`: no such resource in your account (another account’s resource is not found too).', ['not_found']),
     InvalidQuery: apiError('`invalid_query`: a query parameter cannot be used; the message names it.', ['invalid_query']),
     RateLimited: {
       description: '`rate_limited`: more requests than the limit in 60 seconds for this key.',

@@ -1,5 +1,5 @@
 import { DELIVERY_CURSOR_MAX_LENGTH, DELIVERY_PAGE_LIMIT_DEFAULT, DELIVERY_PAGE_LIMIT_MAX, DELIVERY_STATUSES } from '../deliveries/deliveries.schemas.js';
-import { apiError, apiStandardResponses, apiSuccess, dataEnvelope, idempotencyResponses, idempotentSuccess, requiresScope } from './common.openapi.js';
+import { apiError, apiStandardResponses, apiSuccess, dataEnvelope, idempotencyResponses, idempotentSuccess, notFound, requiresScope } from './common.openapi.js';
 import { EXAMPLE_DELIVERIES, EXAMPLE_DELIVERIES_NEXT_CURSOR, EXAMPLE_DELIVERY_DETAIL, EXAMPLE_IDS, EXAMPLE_REDELIVERY } from './examples.js';
 import { ref, type OpenApiModule } from './openapi-types.js';
 
@@ -100,7 +100,7 @@ export const deliveries: OpenApiModule = {
             { data: { deliveries: EXAMPLE_DELIVERIES, nextCursor: EXAMPLE_DELIVERIES_NEXT_CURSOR } },
           ),
           '400': ref('responses', 'InvalidQuery'),
-          '404': ref('responses', 'NotFound'),
+          '404': notFound('subscription'),
           ...apiStandardResponses(),
         },
       },
@@ -114,7 +114,7 @@ export const deliveries: OpenApiModule = {
         security: requiresScope('read:webhooks'),
         responses: {
           '200': apiSuccess('The delivery.', dataEnvelope({ delivery: ref('schemas', 'DeliveryDetail') }), { data: { delivery: EXAMPLE_DELIVERY_DETAIL } }),
-          '404': ref('responses', 'NotFound'),
+          '404': notFound('delivery'),
           ...apiStandardResponses(),
         },
       },
@@ -129,7 +129,7 @@ export const deliveries: OpenApiModule = {
         parameters: [ref('parameters', 'IdempotencyKey')],
         responses: {
           '202': idempotentSuccess('Accepted: the new delivery, queued.', dataEnvelope({ delivery: ref('schemas', 'Delivery') }), { data: { delivery: EXAMPLE_REDELIVERY } }),
-          '404': ref('responses', 'NotFound'),
+          '404': notFound('delivery'),
           ...idempotencyResponses({
             conflict: [
               '`subscription_disabled`: the subscription was auto-disabled and never resumes; `delivery_pending`: a delivery of this event to this subscription is still pending.',

@@ -1,5 +1,5 @@
 import { SCAN_HISTORY_MAX_LIMIT, SCORE_BREAKDOWN_MAX_ENTRIES, CATEGORY_NAME_MAX_LENGTH } from '@svc/core';
-import { apiStandardResponses, apiSuccess, dataEnvelope, requiresScope } from './common.openapi.js';
+import { apiStandardResponses, apiSuccess, dataEnvelope, notFound, requiresScope } from './common.openapi.js';
 import { EXAMPLE_HISTORY_NEXT_CURSOR, EXAMPLE_HISTORY_SCANS, EXAMPLE_IDS, EXAMPLE_SCAN } from './examples.js';
 import { ref, type OpenApiModule } from './openapi-types.js';
 
@@ -101,7 +101,7 @@ export const scans: OpenApiModule = {
             { data: { scans: EXAMPLE_HISTORY_SCANS, nextCursor: EXAMPLE_HISTORY_NEXT_CURSOR } },
           ),
           '400': ref('responses', 'InvalidQuery'),
-          '404': ref('responses', 'NotFound'),
+          '404': notFound('site'),
           ...apiStandardResponses(),
         },
       },
@@ -116,7 +116,7 @@ export const scans: OpenApiModule = {
         security: requiresScope('read:scans'),
         responses: {
           '200': apiSuccess('The scan.', dataEnvelope({ scan: ref('schemas', 'Scan') }), { data: { scan: EXAMPLE_SCAN } }),
-          '404': ref('responses', 'NotFound'),
+          '404': notFound('scan'),
           ...apiStandardResponses(),
         },
       },

@@ -1,4 +1,4 @@
-import { apiStandardResponses, apiSuccess, dataEnvelope, requiresScope } from './common.openapi.js';
+import { apiStandardResponses, apiSuccess, dataEnvelope, notFound, requiresScope } from './common.openapi.js';
 import { EXAMPLE_IDS, EXAMPLE_SITE_DETAIL, EXAMPLE_SITES } from './examples.js';
 import { ref, type OpenApiModule } from './openapi-types.js';
 
@@ -72,7 +72,7 @@ export const sites: OpenApiModule = {
         security: requiresScope('read:sites'),
         responses: {
           '200': apiSuccess('The site.', dataEnvelope({ site: ref('schemas', 'SiteDetail') }), { data: { site: EXAMPLE_SITE_DETAIL } }),
-          '404': ref('responses', 'NotFound'),
+          '404': notFound('site'),
           ...apiStandardResponses(),
         },
       },

@@ -1,5 +1,5 @@
 import { EVENT_TYPES, MAX_ROTATION_OVERLAP_SECONDS, DEFAULT_ROTATION_OVERLAP_SECONDS, RECOVERY_MAX, WILDCARD_EVENT } from '@svc/core';
-import { apiError, apiStandardResponses, apiSuccess, dataEnvelope, idempotencyResponses, idempotentSuccess, jsonBody, requiresScope } from './common.openapi.js';
+import { apiError, apiStandardResponses, apiSuccess, dataEnvelope, idempotencyResponses, idempotentSuccess, jsonBody, notFound, requiresScope } from './common.openapi.js';
 import {
   EXAMPLE_CREATE_WEBHOOK_REQUEST,
   EXAMPLE_CREATED_SUBSCRIPTION,
@@ -198,7 +198,7 @@ export const webhooks: OpenApiModule = {
         security: requiresScope('write:webhooks'),
         responses: {
           '200': apiSuccess('Revoked.', dataEnvelope({ deleted: { const: true }, id: { type: 'string' } }), { data: { deleted: true, id: EXAMPLE_IDS.subscription } }),
-          '404': ref('responses', 'NotFound'),
+          '404': notFound('subscription'),
           ...apiStandardResponses(),
         },
       },
@@ -214,7 +214,7 @@ export const webhooks: OpenApiModule = {
           '200': idempotentSuccess('Changed: the subscription as listed.', dataEnvelope({ subscription: ref('schemas', 'WebhookSubscription') }), {
             data: { subscription: EXAMPLE_UPDATED_SUBSCRIPTION },
           }),
-          '404': ref('responses', 'NotFound'),
+          '404': notFound('subscription'),
           ...idempotencyResponses({
             badRequest: ['The body has neither url nor events, or is not a JSON object (`invalid_body`), or its url (`invalid_url`) or events (`invalid_events`) break the rules.', ['invalid_body', 'invalid_url', 'invalid_events']],
             conflict: ['`subscription_disabled`: the subscription was auto-disabled and never resumes.', ['subscription_disabled']],
@@ -240,7 +240,7 @@ export const webhooks: OpenApiModule = {
           '200': idempotentSuccess('Rotated; the new secret is shown only here.', dataEnvelope({ subscription: ref('schemas', 'RotatedWebhookSecret') }), {
             data: { subscription: EXAMPLE_ROTATED_SECRET },
           }),
-          '404': ref('responses', 'NotFound'),
+          '404': notFound('subscription'),
           ...idempotencyResponses({ badRequest: ['`invalid_body`: the body is not a JSON object, or overlapSeconds is not 0..604800.', ['invalid_body']] }),
           '413': apiError('`payload_too_large`: the body is over 1 MB.', ['payload_too_large']),
           ...apiStandardResponses(),
@@ -264,7 +264,7 @@ export const webhooks: OpenApiModule = {
           '202': idempotentSuccess('Accepted: the deliveries are stored and queued (or, for a dry run, counted).', dataEnvelope({ recovery: ref('schemas', 'WebhookRecovery') }), {
             data: { recovery: EXAMPLE_RECOVERY },
           }),
-          '404': ref('responses', 'NotFound'),
+          '404': notFound('subscription'),
           ...idempotencyResponses({
             badRequest: ['`invalid_body`: the body is not a JSON object, since is missing, a time is not ISO 8601, or until is not after since.', ['invalid_body']],
             conflict: [
