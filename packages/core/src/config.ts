@@ -1,4 +1,5 @@
 import { isIP } from 'node:net';
+import { parseEncryptionKeys, type EncryptionKey } from './secrets/encryption-key.js';
 
 /** Every setting of every process, parsed once from the environment at start. */
 export interface Config {
@@ -49,6 +50,8 @@ export interface Config {
   readonly apiKeepAliveTimeoutMs: number;
   readonly apiMaxConnections: number;
   readonly apiMaxHeaderBytes: number;
+  /** SECRETS_ENCRYPTION_KEY: the keys webhook secrets are sealed with at rest, newest first; empty: stored in plain text. */
+  readonly secretsEncryptionKeys: readonly EncryptionKey[];
 }
 
 /** METRICS_PORT's default per process: a second kind on one host must not collide with the first. */
@@ -187,6 +190,7 @@ export function loadConfig(env: Env = process.env): Config {
     redisSentinelName: parseSentinelName(env),
     redisSentinelAuth: parseSentinelAuth(env),
     ...parseApiServer(env),
+    secretsEncryptionKeys: parseSecretsEncryptionKeys(env),
   };
   return Object.freeze(config);
 }
@@ -277,6 +281,15 @@ function parseSentinelAuth(env: Env): Config['redisSentinelAuth'] {
   }
   if (password.length > 4096) throw new ConfigError('REDIS_SENTINEL_PASSWORD', 'must be at most 4096 characters');
   return Object.freeze({ username, password });
+}
+
+/** SECRETS_ENCRYPTION_KEY: comma-separated base64 keys of 32 bytes, newest first; the message never quotes them. */
+function parseSecretsEncryptionKeys(env: Env): readonly EncryptionKey[] {
+  const raw = env.SECRETS_ENCRYPTION_KEY;
+  if (raw === undefined || raw.trim() === '') return Object.freeze([]);
+  const parsed = parseEncryptionKeys(raw);
+  if ('problem' in parsed) throw new ConfigError('SECRETS_ENCRYPTION_KEY', parsed.problem);
+  return Object.freeze(parsed.keys);
 }
 
 /** For a process's main: the configuration, or one line on stderr naming the bad variable and exit 1. */

@@ -67,6 +67,9 @@ export * from './deliveries/delivery-limits.js';
 export * from './deliveries/response-excerpt.js';
 export * from './signing/signature.js';
 export * from './signing/signature-headers.js';
+// Webhook secrets at rest: sealed with SECRETS_ENCRYPTION_KEY when it is set.
+export * from './secrets/secret-box.js';
+export { EncryptionKey, ENCRYPTION_KEY_BYTES } from './secrets/encryption-key.js';
 export * from './queues/queues.js';
 export * from './queues/enqueue-after-commit.js';
 
