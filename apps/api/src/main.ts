@@ -42,7 +42,7 @@ const unknownKeyCache = new UnknownKeyCache();
 // Every active key's hash prefix, kept by the same notifications: a random well-formed key is refused with no query.
 const knownKeys = new KnownKeys(db, logger);
 const revocations = new RevocationListener(
-  config.databaseUrl,
+  config.databaseListenUrl,
   keyNotificationEvents({ keyCache, unknownKeyCache, knownKeys }),
   logger,
 );

@@ -4,6 +4,11 @@ import { parseEncryptionKeys, type EncryptionKey } from './secrets/encryption-ke
 /** Every setting of every process, parsed once from the environment at start. */
 export interface Config {
   readonly databaseUrl: string;
+  /**
+   * DATABASE_LISTEN_URL: where the API's one LISTEN connection goes (default DATABASE_URL). A
+   * transaction-pooling PgBouncer in DATABASE_URL cannot keep a LISTEN: this points past it.
+   */
+  readonly databaseListenUrl: string;
   readonly redisUrl: string;
   readonly port: number;
   readonly logLevel: LogLevel;
@@ -160,6 +165,7 @@ export function loadConfig(env: Env = process.env): Config {
   const dispatcherConcurrency = parseInteger(env, 'DISPATCHER_CONCURRENCY', 100, 1, 10_000);
   const config: Config = {
     databaseUrl: parseUrl(env, 'DATABASE_URL', 'postgres://postgres@127.0.0.1:5432/svc', ['postgres:', 'postgresql:']),
+    databaseListenUrl: parseUrl(env, 'DATABASE_LISTEN_URL', parseUrl(env, 'DATABASE_URL', 'postgres://postgres@127.0.0.1:5432/svc', ['postgres:', 'postgresql:']), ['postgres:', 'postgresql:']),
     redisUrl: parseUrl(env, 'REDIS_URL', 'redis://127.0.0.1:6379', ['redis:', 'rediss:']),
     port: parseInteger(env, 'PORT', 3000, 0, 65535),
     logLevel: level as LogLevel,

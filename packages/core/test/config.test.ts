@@ -34,6 +34,14 @@ describe('loadConfig', () => {
     expect(Object.isFrozen(config.webhookRetryDelaysMs)).toBe(true);
   });
 
+  it('sends the LISTEN connection to DATABASE_LISTEN_URL, and to DATABASE_URL when it is not set', () => {
+    expect(loadConfig({ DATABASE_URL: 'postgres://u@pgbouncer:6432/svc' }).databaseListenUrl).toBe('postgres://u@pgbouncer:6432/svc');
+    expect(
+      loadConfig({ DATABASE_URL: 'postgres://u@pgbouncer:6432/svc', DATABASE_LISTEN_URL: 'postgres://u@db:5432/svc' }).databaseListenUrl,
+    ).toBe('postgres://u@db:5432/svc');
+    expect((thrownBy({ DATABASE_LISTEN_URL: 'mysql://db/svc' }) as ConfigError).message).toMatch(/^invalid configuration: DATABASE_LISTEN_URL must use postgres: or postgresql: /);
+  });
+
   it('reads every variable it is given', () => {
     const config = loadConfig({
       DATABASE_URL: 'postgresql://u@db:5433/x',
