@@ -123,6 +123,8 @@ describe('a recovery at scale', () => {
     // The other account's deliveries were measured while the recovery was being sent, and kept their latency.
     expect(overlapping.length).toBeGreaterThanOrEqual(3);
     expect(median(overlapping)).toBeLessThanOrEqual(Math.max(3 * median(baseline), median(baseline) + 250));
-    expect(Math.max(...overlapping)).toBeLessThanOrEqual(Math.max(5 * Math.max(...baseline), 1_000));
+    // No single one waited behind the recovery (FIFO behind 2,000 deliveries is seconds: about the
+    // whole recovery's time); the bound leaves room for a pause of a loaded 2-core machine.
+    expect(Math.max(...overlapping)).toBeLessThanOrEqual(Math.max(5 * Math.max(...baseline), 2_000));
   });
 });
