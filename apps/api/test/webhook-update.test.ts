@@ -10,8 +10,11 @@ import type { TestApi } from './support.js';
 let h: Harness;
 let api: TestApi;
 
-/** A retry comes 2 s after a failed attempt: time enough to change the url in between. */
-const RETRY_DELAY_MS = 2_000;
+/**
+ * A retry comes 10 minutes after a failed attempt: the url is surely changed in between however
+ * loaded the machine, and the story then makes the retry due (as if the 10 minutes had passed).
+ */
+const RETRY_DELAY_MS = 600_000;
 
 beforeAll(async () => ({ h, api } = await startStage({ harness: { WEBHOOK_RETRY_DELAYS_MS: Array(6).fill(RETRY_DELAY_MS).join(',') } })));
 afterAll(() => stopStage({ h, api }));
@@ -57,6 +60,11 @@ describe('PATCH /api/v1/webhooks/{subscriptionId}', () => {
       },
     });
     expect(await storedRow(sub.id)).toEqual({ ...before, url: h.receiver.url(newPath) });
+    // The retry's time comes: its queued job and its row both say it is due now.
+    await h.db('deliveries').where({ id: failing.id }).update({ next_attempt_at: h.db.raw('now()') });
+    const retryJob = (await h.queues.delivery.getDelayed()).find((job) => job.data.deliveryId === failing.id);
+    expect(retryJob?.data.attempt).toBe(2);
+    await retryJob!.promote();
     const delivered = await waitForRow(h, failing.id, (r) => r.status === 'delivered', 'the retry to be delivered at the new url');
     expect(delivered.attempt_count).toBe(2);
     expect(h.receiver.to(oldPath)).toHaveLength(1);
