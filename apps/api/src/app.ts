@@ -1,5 +1,5 @@
 import express, { Router, type Express } from 'express';
-import type { AuthenticatedKey, Config, Db, Logger, Queues, Redis } from '@svc/core';
+import { createSecretBox, type AuthenticatedKey, type Config, type Db, type Logger, type Queues, type Redis } from '@svc/core';
 import { aiMonitorRoutes } from './ai-monitor/ai-monitor.routes.js';
 import { authenticate, rateLimit } from './auth/authenticate.js';
 import { KeyCache } from './auth/key-cache.js';
@@ -26,7 +26,7 @@ import { webhooksRoutes } from './webhooks/webhooks.routes.js';
 export { ApiMetrics, KeyCache, KnownKeys, UnknownKeyCache };
 
 export interface AppDeps {
-  config: Pick<Config, 'rateLimitPerMinute' | 'queuePrefix' | 'dbPoolMax'> & Partial<Pick<Config, 'publicBaseUrl'>>;
+  config: Pick<Config, 'rateLimitPerMinute' | 'queuePrefix' | 'dbPoolMax' | 'secretsEncryptionKeys'> & Partial<Pick<Config, 'publicBaseUrl'>>;
   db: Db;
   /** A fast-failing connection (createRedis(url, 'fast-fail')): the limiter must not wait on an outage. */
   redis: Redis;
@@ -46,8 +46,12 @@ export interface AppDeps {
   keyLookupGates?: { unseen: KeyLookupGate; seen: KeyLookupGate };
 }
 
-/** Builds the API; it never listens (main.ts does), so tests drive it with supertest. */
+/**
+ * Builds the API; it never listens (main.ts does), so tests drive it with supertest. Without
+ * SECRETS_ENCRYPTION_KEY it warns, once, that webhook secrets are stored in plain text.
+ */
 export function createApp(deps: AppDeps): Express {
+  const secrets = createSecretBox(deps.config.secretsEncryptionKeys, deps.logger);
   const limiter = new SlidingWindowLimiter({
     redis: deps.redis,
     limit: deps.config.rateLimitPerMinute,
@@ -78,8 +82,8 @@ export function createApp(deps: AppDeps): Express {
   sitesRoutes({ db: deps.db }, v1);
   scansRoutes({ db: deps.db }, v1);
   aiMonitorRoutes({ db: deps.db }, v1);
-  webhooksRoutes({ db: deps.db, queues: deps.queues, logger: deps.logger }, v1);
-  deliveriesRoutes({ db: deps.db, queues: deps.queues, logger: deps.logger }, v1);
+  webhooksRoutes({ db: deps.db, queues: deps.queues, logger: deps.logger, secrets }, v1);
+  deliveriesRoutes({ db: deps.db, queues: deps.queues, logger: deps.logger, secrets }, v1);
 
   const health = healthRoutes({ db: deps.probeDb ?? deps.db, redis: deps.redis, limiter });
   const description = [openApiRoutes(), docsRoutes()];
@@ -88,6 +92,7 @@ export function createApp(deps: AppDeps): Express {
     redis: deps.redis,
     queues: deps.queues,
     logger: deps.logger,
+    secrets,
     queuePrefix: deps.config.queuePrefix,
     publicBaseUrl: deps.config.publicBaseUrl ?? 'http://localhost',
   });

@@ -2,7 +2,7 @@ import request from 'supertest';
 import { completeAiMonitorRun, type Scope } from '@svc/core';
 import { createApiKey } from '@svc/core/operator';
 import { uniqueTag, waitFor } from '@svc/core/testing';
-import { createHarness, seedTenant, type DeliveryRow, type Harness } from '@svc/dispatcher/test-support';
+import { createHarness, secretsKeyOverrides, seedTenant, type DeliveryRow, type Harness } from '@svc/dispatcher/test-support';
 import { bearer, createTestApi, type TestApi } from './support.js';
 
 /**
@@ -24,7 +24,7 @@ export async function stopStage(stage: { h?: Harness; api?: TestApi }): Promise<
 /** An API process on the harness's database and queues, so what it queues the harness's dispatcher sends. */
 export function apiOn(h: Harness): TestApi {
   return createTestApi(
-    { DATABASE_URL: h.config.databaseUrl, QUEUE_PREFIX: h.config.queuePrefix, RATE_LIMIT_PER_MINUTE: '100000' },
+    { DATABASE_URL: h.config.databaseUrl, QUEUE_PREFIX: h.config.queuePrefix, RATE_LIMIT_PER_MINUTE: '100000', ...secretsKeyOverrides(h.config) },
     { db: h.db },
   );
 }

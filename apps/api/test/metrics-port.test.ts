@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { freePort, holdPort, httpGet, TEST_DATABASE_URL, TEST_REDIS_URL, uniqueTag, waitFor } from '@svc/core/testing';
@@ -39,7 +40,8 @@ async function withApi(env: Record<string, string>, run: (port: number, stdout: 
 
 describe('the API process and its METRICS_PORT', () => {
   it('logs one warning naming METRICS_PORT when the port is taken, and serves the API anyway', async () => {
-    await withApi({ METRICS_PORT: String(takenPort), LOG_LEVEL: 'warn' }, async (port, stdout) => {
+    // With SECRETS_ENCRYPTION_KEY, so the port's is the only warning (not the one about plain-text secrets).
+    await withApi({ METRICS_PORT: String(takenPort), LOG_LEVEL: 'warn', SECRETS_ENCRYPTION_KEY: randomBytes(32).toString('base64') }, async (port, stdout) => {
       const health = await httpGet(`http://127.0.0.1:${port}/healthz`);
 
       expect(health.status).toBe(200);

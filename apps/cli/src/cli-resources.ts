@@ -1,4 +1,4 @@
-import { createDb, createQueues, createRedis, dbBoundsOf, loadConfig, type Config, type Db, type Logger, type ProducerDeps, type Queues, type Redis } from '@svc/core';
+import { createDb, createQueues, createRedis, createSecretBox, dbBoundsOf, loadConfig, SecretBox, type Config, type Db, type Logger, type ProducerDeps, type Queues, type Redis } from '@svc/core';
 import { type RedeliveryDeps } from '@svc/core/operator';
 import type { TextSink } from './cli-io.js';
 
@@ -46,6 +46,15 @@ export class CliResources {
   /** What a redelivery needs: the same. */
   redeliveryDeps(): RedeliveryDeps {
     return { db: this.db(), queues: this.queues(), logger: this.stderrLogger() };
+  }
+
+  /**
+   * The SecretBox of SECRETS_ENCRYPTION_KEY's keys. A command that writes a secret asks for it
+   * `forWriting`: without keys it then warns on stderr that the secret is stored in plain text.
+   */
+  secrets(use: 'forWriting' | 'forReading'): SecretBox {
+    const keys = this.config().secretsEncryptionKeys;
+    return use === 'forWriting' ? createSecretBox(keys, this.stderrLogger()) : new SecretBox(keys);
   }
 
   /** The Redis connection of this run, opened on first use. */

@@ -1,5 +1,5 @@
 import { Worker } from 'bullmq';
-import { ATTEMPT_LEASE_MARGIN_MS, createQueues, createRedis, endIfNeverReady, hasBeenReady, DELIVERY_QUEUE, FANOUT_QUEUE, type Config, type Db, type DeliveryJob, type FanoutJob, type Logger } from '@svc/core';
+import { ATTEMPT_LEASE_MARGIN_MS, createQueues, createRedis, createSecretBox, endIfNeverReady, hasBeenReady, DELIVERY_QUEUE, FANOUT_QUEUE, type Config, type Db, type DeliveryJob, type FanoutJob, type Logger } from '@svc/core';
 import { type PurgeResult } from '@svc/core/dispatcher';
 import { checkReadiness, type Readiness } from './health/dispatcher-health.js';
 import { DispatcherMetrics } from './metrics/dispatcher-metrics.js';
@@ -9,6 +9,7 @@ import { createAttemptBatches } from './processors/attempt-batches.js';
 import { createDeliverProcessor } from './processors/deliver.processor.js';
 import { createFanoutProcessor } from './processors/fanout.processor.js';
 import { FairSlots } from './processors/fair-slots.js';
+import { SigningSecrets } from './processors/signing-secrets.js';
 import { SubscriptionAccounts } from './processors/subscription-accounts.js';
 import { Sweeper } from './sweeps/sweeper.js';
 
@@ -56,6 +57,7 @@ export interface DispatcherDeps {
     | 'perSubscriptionConcurrency'
     | 'sweepIntervalMs'
     | 'deliveryRetentionDays'
+    | 'secretsEncryptionKeys'
   >;
   db: Db;
   logger: Logger;
@@ -82,9 +84,13 @@ export interface Dispatcher {
   purgeHistory(): Promise<PurgeResult>;
 }
 
-/** Builds a dispatcher: fan-out and delivery workers plus the sweep. It does nothing until start(). */
+/**
+ * Builds a dispatcher: fan-out and delivery workers plus the sweep. It does nothing until start().
+ * Without SECRETS_ENCRYPTION_KEY it warns, once, that secrets are stored in plain text.
+ */
 export function createDispatcher(deps: DispatcherDeps): Dispatcher {
   const { config, db, logger } = deps;
+  const signing = new SigningSecrets(createSecretBox(config.secretsEncryptionKeys, logger), logger);
   const producerRedis = createRedis(config, 'bullmq');
   const workerRedis = createRedis(config, 'bullmq');
   for (const connection of [producerRedis, workerRedis]) {
@@ -137,6 +143,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
         db,
         queues,
         client,
+        signing,
         slots,
         accounts,
         leaseMs,

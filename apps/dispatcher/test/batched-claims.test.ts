@@ -43,7 +43,7 @@ describe('claims and records of several attempts in one statement', () => {
       60_000,
     );
 
-    expect(results[0]).toMatchObject({ claimed: true, attempt: { deliveryId: due, subscriptionId: active.id, url: active.url, secret: active.secret, attempt: 1 } });
+    expect(results[0]).toMatchObject({ claimed: true, attempt: { deliveryId: due, subscriptionId: active.id, url: active.url, storedSecret: active.secret, attempt: 1 } });
     expect(results.slice(1).map((r) => (r.claimed ? 'claimed' : r.refusal.reason))).toEqual([
       'not-due',
       'in-flight-elsewhere',

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { completeAiMonitorRun, createLogger, createRedis, enqueueDeliveries, newId, startMetricsServer, type MetricsServer } from '@svc/core';
 import { insertEvent } from '@svc/core/dispatcher';
@@ -208,7 +209,8 @@ describe('a dispatcher process and its METRICS_PORT', () => {
   });
 
   it('logs one warning naming METRICS_PORT when the port is taken and goes on delivering', async () => {
-    const child = spawnDispatcher(h, { METRICS_PORT: String(takenPort), LOG_LEVEL: 'warn' });
+    // With SECRETS_ENCRYPTION_KEY, so the port's is the only warning (not the one about plain-text secrets).
+    const child = spawnDispatcher(h, { METRICS_PORT: String(takenPort), LOG_LEVEL: 'warn', SECRETS_ENCRYPTION_KEY: randomBytes(32).toString('base64') });
     try {
       const tenant = await seedTenant(h);
       const path = `/ok/taken-port-${uniqueTag()}`;

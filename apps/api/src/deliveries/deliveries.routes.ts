@@ -1,5 +1,5 @@
 import { Router } from 'express';
-import type { Db, Logger, Queues } from '@svc/core';
+import type { Db, Logger, Queues, SecretBox } from '@svc/core';
 import { accountOf, requireScope } from '../auth/authenticate.js';
 import { idempotentRequest } from '../http/idempotency.js';
 import { requireIdShape } from '../http/path-params.js';
@@ -15,7 +15,7 @@ const NO_DELIVERY = 'No delivery with this id exists for this webhook subscripti
 
 /** Issue 10: a subscription's delivery log, one delivery, and redelivery. */
 export function deliveriesRoutes(
-  deps: { db: Db; queues: Pick<Queues, 'delivery'>; logger: Pick<Logger, 'warn'> },
+  deps: { db: Db; queues: Pick<Queues, 'delivery'>; logger: Pick<Logger, 'warn'>; secrets: SecretBox },
   router: Router = Router(),
 ): Router {
   const subscriptionId = requireIdShape('subscriptionId', NO_SUBSCRIPTION);

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
-import { InvalidIdempotencyKeyError, type Db, type Logger } from '@svc/core';
+import { InvalidIdempotencyKeyError, type Db, type Logger, type SecretBox } from '@svc/core';
 import { accountOf } from '../auth/authenticate.js';
 
 /** 1–255 printable ASCII characters (space included, as in the header's value). */
@@ -33,7 +33,7 @@ function fingerprintOf(req: Request, res: Response): string {
  * the key of a process that died mid-request: what it did may have been done, so it is never run
  * again under that key.
  */
-export function idempotentRequest(deps: { db: Db; logger: Pick<Logger, 'warn'> }): RequestHandler {
+export function idempotentRequest(deps: { db: Db; logger: Pick<Logger, 'warn'>; secrets: SecretBox }): RequestHandler {
   return async function idempotentRequest(req: Request, res: Response, next: NextFunction): Promise<void> {
     const headers = req.headers['idempotency-key'];
     if (headers === undefined) return next();
@@ -42,7 +42,7 @@ export function idempotentRequest(deps: { db: Db; logger: Pick<Logger, 'warn'> }
       throw new InvalidIdempotencyKeyError('The Idempotency-Key header must be given once, as 1 to 255 printable ASCII characters (a UUID, say).');
     }
     const keys = accountOf(res, deps.db).idempotency;
-    const started = await keys.start(key, fingerprintOf(req, res));
+    const started = await keys.start(key, fingerprintOf(req, res), deps.secrets);
     if (started.kind === 'replay') {
       res.status(started.status).set('Idempotent-Replayed', 'true').type('application/json').send(started.body);
       return;
@@ -67,7 +67,7 @@ export function idempotentRequest(deps: { db: Db; logger: Pick<Logger, 'warn'> }
         void settle(() => keys.abandon(key)).then(() => json(body));
         return res;
       }
-      void settle(() => keys.finish(key, status, JSON.stringify(body))).then((stored) => {
+      void settle(() => keys.finish(key, status, body, deps.secrets)).then((stored) => {
         if (stored) json(body);
         else res.status(500).type('text/plain').send('Internal Server Error');
       });

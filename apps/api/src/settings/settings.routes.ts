@@ -21,6 +21,7 @@ import {
   type Logger,
   type Queues,
   type Redis,
+  type SecretBox,
 } from '@svc/core';
 import { decodeDeliveryCursor, encodeDeliveryCursor } from '../deliveries/delivery-cursor.js';
 import { ID_SHAPE } from '../http/path-params.js';
@@ -48,6 +49,8 @@ export interface SettingsDeps {
   redis: Redis;
   queues: Pick<Queues, 'delivery'>;
   logger: Pick<Logger, 'warn'>;
+  /** Seals a new webhook secret as the API's other writes do. */
+  secrets: SecretBox;
   /** QUEUE_PREFIX: the revocation marker's namespace. */
   queuePrefix: string;
   /** PUBLIC_BASE_URL: an https origin makes the session cookie Secure. */
@@ -280,7 +283,7 @@ export function settingsRoutes(deps: SettingsDeps): Router {
     once,
     async (req: Request, res: Response) => {
       const body = req.body as Record<string, unknown>;
-      const sub = await accountOf(res, deps.db).webhooks.create(parseCreateSubscription({ url: textOf(body.url), events: listOf(body.events) }));
+      const sub = await accountOf(res, deps.db).webhooks.create(parseCreateSubscription({ url: textOf(body.url), events: listOf(body.events) }), deps.secrets);
       await sendWebhooksPage(res, { created: { url: sub.url, secret: sub.secret } }, 201);
     },
     formErrors(async (error, req, res) => {

@@ -1,5 +1,5 @@
 import express, { Router, type NextFunction, type Request, type Response } from 'express';
-import { DEFAULT_ROTATION_OVERLAP_SECONDS, standardWebhooksSecret, ValidationError, type Db, type Logger, type Queues, type SubscriptionListing } from '@svc/core';
+import { DEFAULT_ROTATION_OVERLAP_SECONDS, standardWebhooksSecret, ValidationError, type Db, type Logger, type Queues, type SecretBox, type SubscriptionListing } from '@svc/core';
 import { accountOf, requireScope } from '../auth/authenticate.js';
 import { idempotentRequest, noteBodyDigest } from '../http/idempotency.js';
 import { sendJsonText } from '../http/json-text.js';
@@ -79,11 +79,14 @@ function presentSubscription(sub: SubscriptionListing) {
 }
 
 /** Spec §4.3–§4.5. */
-export function webhooksRoutes(deps: { db: Db; queues: Pick<Queues, 'delivery'>; logger: Pick<Logger, 'warn'> }, router: Router = Router()): Router {
+export function webhooksRoutes(
+  deps: { db: Db; queues: Pick<Queues, 'delivery'>; logger: Pick<Logger, 'warn'>; secrets: SecretBox },
+  router: Router = Router(),
+): Router {
   const idempotent = idempotentRequest(deps);
   const subscriptionId = requireIdShape('subscriptionId', 'No webhook subscription with this id exists in your account.');
   router.post('/webhooks', requireScope('write:webhooks'), jsonBody, requireDecodedBody, idempotent, async (req, res) => {
-    const sub = await accountOf(res, deps.db).webhooks.create(parseCreateSubscription(req.body));
+    const sub = await accountOf(res, deps.db).webhooks.create(parseCreateSubscription(req.body), deps.secrets);
     res.status(201).json({
       data: {
         subscription: {
@@ -103,7 +106,7 @@ export function webhooksRoutes(deps: { db: Db; queues: Pick<Queues, 'delivery'>;
   });
   router.post('/webhooks/:subscriptionId/rotate-secret', requireScope('write:webhooks'), subscriptionId, jsonBody, idempotent, async (req, res) => {
     const { overlapSeconds = DEFAULT_ROTATION_OVERLAP_SECONDS } = validateRotation(bodyOrEmpty(req, res));
-    const rotated = await accountOf(res, deps.db).webhooks.rotateSecret(String(req.params.subscriptionId), overlapSeconds);
+    const rotated = await accountOf(res, deps.db).webhooks.rotateSecret(String(req.params.subscriptionId), overlapSeconds, deps.secrets);
     res.json({
       data: {
         subscription: {

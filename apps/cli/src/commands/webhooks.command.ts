@@ -32,7 +32,7 @@ export function registerWebhooksCommands(program: Command, kit: CommandKit): voi
       const subscriptionId = args[0] as string;
       const db = resources.db();
       const accountId = await subscriptionAccountId(db, subscriptionId);
-      const rotated = await rotateSubscriptionSecret(db, accountId, subscriptionId, options.overlap ?? DEFAULT_ROTATION_OVERLAP_SECONDS);
+      const rotated = await rotateSubscriptionSecret(db, accountId, subscriptionId, options.overlap ?? DEFAULT_ROTATION_OVERLAP_SECONDS, resources.secrets('forWriting'));
       const whsec = standardWebhooksSecret(rotated.secret);
       const until = isoDate(rotated.previousSecretExpiresAt);
       return {

@@ -6,6 +6,7 @@ import type { WebhookClient } from '../http/webhook-client.js';
 import type { AttemptBatches } from './attempt-batches.js';
 import type { DispatcherMetrics } from '../metrics/dispatcher-metrics.js';
 import type { FairSlots } from './fair-slots.js';
+import type { SigningSecrets } from './signing-secrets.js';
 import type { SubscriptionAccounts } from './subscription-accounts.js';
 
 /** Of an attempt's lease, what is kept back when retrying its record: past it, another dispatcher may claim it. */
@@ -17,6 +18,8 @@ export interface DeliverDeps {
   db: Db;
   queues: Pick<Queues, 'delivery'>;
   client: WebhookClient;
+  /** Opens each claimed attempt's secrets before it is signed. */
+  signing: SigningSecrets;
   slots: FairSlots;
   accounts: SubscriptionAccounts;
   /** The lease a claim takes (WEBHOOK_TIMEOUT_MS + ATTEMPT_LEASE_MARGIN_MS): a record is retried within it. */
@@ -38,6 +41,14 @@ function isDeliveryJob(data: unknown): data is DeliveryJob {
   );
 }
 
+/**
+ * An attempt not sent because its secret cannot be opened: it fails as a network error does,
+ * retried on the schedule, with the reason in the delivery log.
+ */
+function unsentOutcome(error: string) {
+  return { startedAt: new Date(), durationMs: 0, statusCode: null, error, responseBytes: null, ok: false, failure: 'other' as const };
+}
+
 async function putBack(job: Job, token: string | undefined, inMs: number): Promise<never> {
   await job.moveToDelayed(Date.now() + Math.ceil(inMs), token);
   throw new DelayedError();
@@ -57,7 +68,7 @@ function isDataError(error: unknown): boolean {
  * is recorded without the receiver's bytes. Past the lease the error propagates: the attempt
  * may then be claimed and sent again, and the claim limit bounds how often.
  */
-async function recordKnownOutcome(deps: DeliverDeps, attempt: ClaimedAttempt, outcome: AttemptOutcome, deadline: number): Promise<RecordResult> {
+async function recordKnownOutcome(deps: DeliverDeps, attempt: Pick<ClaimedAttempt, 'deliveryId' | 'subscriptionId' | 'attempt'>, outcome: AttemptOutcome, deadline: number): Promise<RecordResult> {
   let current = outcome;
   let waitMs = FIRST_RECORD_RETRY_MS;
   for (;;) {
@@ -118,7 +129,8 @@ export function createDeliverProcessor(deps: DeliverDeps) {
         }
         return;
       }
-      const outcome = await deps.client.send(claim.attempt);
+      const signable = deps.signing.open(claim.attempt);
+      const outcome = 'unavailable' in signable ? unsentOutcome(signable.unavailable) : await deps.client.send(signable.attempt);
       const result = await recordKnownOutcome(deps, claim.attempt, outcome, claimedFrom + deps.leaseMs - RECORD_DEADLINE_MARGIN_MS);
       deps.metrics.attemptFinished(outcome, result, claim.attempt.lateMs);
       // winston formats (timestamp, JSON) every entry before its transport drops it by level: an

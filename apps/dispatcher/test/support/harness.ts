@@ -1,4 +1,4 @@
-import { createDb, createLogger, createQueues, createRedis, type Config, type Db, type Logger, type Queues, type Redis } from '@svc/core';
+import { createDb, createLogger, createQueues, createRedis, SecretBox, type Config, type Db, type Logger, type Queues, type Redis } from '@svc/core';
 import { createSite, createSubscription, startScan } from '@svc/core/operator';
 import { createIsolatedDatabase, seedAccount, testConfig, uniqueTag } from '@svc/core/testing';
 import { createDispatcher, type Dispatcher } from '../../src/dispatcher.js';
@@ -16,6 +16,8 @@ export interface Harness {
   receiver: Receiver;
   certificate: TestCertificate;
   dispatchers: Dispatcher[];
+  /** What the harness's SECRETS_ENCRYPTION_KEY seals with (plain text without it): its tenants' subscriptions are stored so. */
+  secrets: SecretBox;
   /**
    * `db`: a pool of the dispatcher's own, as a separate process would have (default: the harness's);
    * `operator`: the metrics and operator pool main.ts gives it (createOperatorSide).
@@ -58,6 +60,7 @@ export async function createHarness(overrides: Record<string, string> = {}): Pro
     receiver,
     certificate,
     dispatchers,
+    secrets: new SecretBox(config.secretsEncryptionKeys),
     startDispatcher(more = {}, options = {}) {
       const dispatcherConfig = testConfig({ ...overridesOf(config), ...more, QUEUE_PREFIX: config.queuePrefix });
       const dispatcher = createDispatcher({
@@ -110,7 +113,14 @@ function overridesOf(config: Config): Record<string, string> {
     WEBHOOK_DNS_TIMEOUT_MS: String(config.webhookDnsTimeoutMs),
     WEBHOOK_DNS_TRIES: String(config.webhookDnsTries),
     WEBHOOK_DNS_SERVERS: config.webhookDnsServers.join(','),
+    ...secretsKeyOverrides(config),
   };
+}
+
+/** SECRETS_ENCRYPTION_KEY as the configuration holds it, newest first; nothing when it is unset. */
+export function secretsKeyOverrides(config: Pick<Config, 'secretsEncryptionKeys'>): Record<string, string> {
+  const keys = config.secretsEncryptionKeys;
+  return keys.length === 0 ? {} : { SECRETS_ENCRYPTION_KEY: keys.map((key) => key.bytes().toString('base64')).join(',') };
 }
 
 /** REDIS_SENTINELS and its companions, when the harness reaches Redis through sentinels. */
@@ -133,7 +143,7 @@ export async function seedTenant(h: Harness) {
     accountId,
     site,
     subscribe: (path: string, events: string[] = ['*']) =>
-      createSubscription(h.db, accountId, { url: h.receiver.url(path), events }),
+      createSubscription(h.db, accountId, { url: h.receiver.url(path), events }, h.secrets),
     newScan: () => startScan(h.db, site.id),
   };
 }

@@ -13,6 +13,7 @@ import { revokeSubscription } from '../webhooks/revoke-subscription.js';
 import { createSubscription, listSubscriptionsAsJsonArray, rotateSubscriptionSecret, updateSubscription } from '../webhooks/subscription.repository.js';
 import { recoverSubscriptionDeliveries, type RecoveryWindow } from '../deliveries/recover.js';
 import { abandonIdempotentRequest, finishIdempotentRequest, startIdempotentRequest } from '../idempotency/idempotency.repository.js';
+import type { SecretBox } from '../secrets/secret-box.js';
 
 /** What a key's revocation needs beside the database: the Redis its announcement goes to. */
 export interface KeyRevocationDeps {
@@ -35,8 +36,10 @@ export function forAccount(db: Db, accountId: string) {
   return {
     /** The account's Idempotency-Keys: a POST or PATCH answered once, replayed for 24 hours. */
     idempotency: {
-      start: (key: string, fingerprint: string) => startIdempotentRequest(db, accountId, key, fingerprint),
-      finish: (key: string, status: number, body: string) => finishIdempotentRequest(db, accountId, key, status, body),
+      /** A replayed answer is opened with the process's SecretBox. */
+      start: (key: string, fingerprint: string, secrets: SecretBox) => startIdempotentRequest(db, accountId, key, fingerprint, secrets),
+      /** The answer is stored as the process's SecretBox seals (it may show a secret). */
+      finish: (key: string, status: number, answer: unknown, secrets: SecretBox) => finishIdempotentRequest(db, accountId, key, status, answer, secrets),
       abandon: (key: string) => abandonIdempotentRequest(db, accountId, key),
     },
     keys: {
@@ -58,12 +61,14 @@ export function forAccount(db: Db, accountId: string) {
       latestRun: (siteId: string) => getLatestAiMonitorRun(db, accountId, siteId),
     },
     webhooks: {
-      create: (input: { url: string; events: readonly string[] }) => createSubscription(db, accountId, input),
+      /** The new secret is stored as the process's SecretBox seals it. */
+      create: (input: { url: string; events: readonly string[] }, secrets: SecretBox) => createSubscription(db, accountId, input, secrets),
       /** The JSON array's text, written by Postgres (ADR 12). */
       listJson: () => listSubscriptionsAsJsonArray(db, accountId),
       revoke: (subscriptionId: string, deps: AccountQueueDeps) => revokeSubscription({ db, queues: deps.queues }, accountId, subscriptionId),
       update: (subscriptionId: string, input: { url?: string; events?: readonly string[] }) => updateSubscription(db, accountId, subscriptionId, input),
-      rotateSecret: (subscriptionId: string, overlapSeconds: number) => rotateSubscriptionSecret(db, accountId, subscriptionId, overlapSeconds),
+      rotateSecret: (subscriptionId: string, overlapSeconds: number, secrets: SecretBox) =>
+        rotateSubscriptionSecret(db, accountId, subscriptionId, overlapSeconds, secrets),
     },
     deliveries: {
       list: (subscriptionId: string, query: DeliveryPageQuery) => listSubscriptionDeliveries(db, accountId, subscriptionId, query),

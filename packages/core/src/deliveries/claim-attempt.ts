@@ -1,7 +1,8 @@
 import type { Db } from '../db/knex.js';
+import { subscriptionSecretPlace, type SecretBox } from '../secrets/secret-box.js';
 import { MAX_CLAIMS_PER_ATTEMPT, unrecordedAttemptReason } from './delivery-limits.js';
 
-/** What the sender needs for one claimed attempt. The secret stays in memory, never in job data. */
+/** What the sender needs for one claimed attempt, its secrets opened. The secret stays in memory, never in job data. */
 export interface ClaimedAttempt {
   deliveryId: string;
   subscriptionId: string;
@@ -31,7 +32,29 @@ export type ClaimRefusal =
   /** Another transaction holds its delivery or subscription row right now (a revocation, an auto-disable): come back. */
   | { reason: 'busy'; retryInMs: number };
 
-export type ClaimResult = { claimed: true; attempt: ClaimedAttempt } | { claimed: false; refusal: ClaimRefusal };
+/**
+ * A claimed attempt as its claim read it: the subscription's secrets as stored (sealed with
+ * SECRETS_ENCRYPTION_KEY, or plain text), which openClaimedAttempt opens just before signing.
+ */
+export interface StoredAttempt extends Omit<ClaimedAttempt, 'secret' | 'previousSecret'> {
+  storedSecret: string;
+  storedPreviousSecret: string | null;
+}
+
+export type ClaimResult = { claimed: true; attempt: StoredAttempt } | { claimed: false; refusal: ClaimRefusal };
+
+/**
+ * The attempt with its secrets opened, ready to sign; SecretUnavailableError when either cannot be
+ * opened with the configured keys (nothing is then signed or sent: never a plain-text fallback).
+ */
+export function openClaimedAttempt(attempt: StoredAttempt, secrets: SecretBox): ClaimedAttempt {
+  const { storedSecret, storedPreviousSecret, ...rest } = attempt;
+  return {
+    ...rest,
+    secret: secrets.open(storedSecret, subscriptionSecretPlace(attempt.subscriptionId)),
+    previousSecret: storedPreviousSecret === null ? null : secrets.open(storedPreviousSecret, subscriptionSecretPlace(attempt.subscriptionId, 'previous_secret')),
+  };
+}
 
 /** One attempt a worker wants to make. */
 export interface AttemptRequest {
@@ -174,8 +197,8 @@ function toClaimResult(row: ClaimRow | undefined, attempt: number): ClaimResult 
         eventType: row.type,
         body: row.body,
         url: row.url,
-        secret: row.secret,
-        previousSecret: row.previous_secret,
+        storedSecret: row.secret,
+        storedPreviousSecret: row.previous_secret,
         attempt,
         lateMs: row.late_ms ?? 0,
       },

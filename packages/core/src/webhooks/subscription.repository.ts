@@ -3,6 +3,7 @@ import { returnedRow } from '../db/tables.js';
 import { InputError, NotFoundError, SubscriptionDisabledError } from '../errors.js';
 import { hotRead, isoUtc, runHotRead } from '../db/hot-read.js';
 import { newId, randomHex } from '../ids.js';
+import { SecretBox, subscriptionSecretPlace } from '../secrets/secret-box.js';
 
 /** Spec §3.2 and §8: a subscription is disabled for good when failureCount reaches this. */
 export const AUTO_DISABLE_THRESHOLD = 100;
@@ -19,18 +20,27 @@ export interface CreatedSubscription {
   createdAt: Date;
 }
 
-/** Creates a subscription with a fresh CSPRNG secret; the only time the secret leaves the database. */
+/** What a caller that does not say otherwise stores: plain text, as a process without SECRETS_ENCRYPTION_KEY does. */
+const PLAIN_TEXT = new SecretBox([]);
+
+/**
+ * Creates a subscription with a fresh CSPRNG secret, stored as `secrets` seals it (the process's
+ * SecretBox; plain text without one); the only time the secret leaves the database.
+ */
 export async function createSubscription(
   db: DbOrTx,
   accountId: string,
   input: { url: string; events: readonly string[] },
+  secrets: SecretBox = PLAIN_TEXT,
 ): Promise<CreatedSubscription> {
+  const id = newId('wh');
+  const secret = randomHex(SECRET_BYTES);
   const row = returnedRow(
     await db('webhook_subscriptions')
-      .insert({ id: newId('wh'), account_id: accountId, url: input.url, events: [...input.events], secret: randomHex(SECRET_BYTES) })
-      .returning(['id', 'url', 'events', 'secret', 'created_at']),
+      .insert({ id, account_id: accountId, url: input.url, events: [...input.events], secret: secrets.seal(secret, subscriptionSecretPlace(id)) })
+      .returning(['id', 'url', 'events', 'created_at']),
   );
-  return { id: row.id, url: row.url, events: row.events, secret: row.secret, createdAt: row.created_at };
+  return { id: row.id, url: row.url, events: row.events, secret, createdAt: row.created_at };
 }
 
 /**
@@ -123,7 +133,7 @@ export async function deleteSubscriptionRows(
     await tx('webhook_subscriptions').where({ id: subscriptionId, account_id: accountId }).del();
     // Stored answers to requests about it (its create and rotations hold its secret) go with it:
     // a replay after the revocation answers as a new request would (404 for a rotation).
-    await tx('idempotency_keys').where({ account_id: accountId }).whereRaw('position(? in response_body) > 0', [`"id":"${subscriptionId}"`]).del();
+    await tx('idempotency_keys').where({ account_id: accountId, subscription_id: subscriptionId }).del();
     return pending.map((row: { id: string; attempt_count: number }) => ({
       deliveryId: row.id,
       attempt: row.attempt_count + 1,
@@ -147,24 +157,48 @@ export interface RotatedSecret {
  * replaces keeps signing beside it (webhook-signature) for `overlapSeconds`; a rotation during an
  * overlap ends the older one, so at most two secrets ever sign. The attempts already claimed keep
  * the secrets they were claimed with; every later attempt is signed with the new one. An
- * auto-disabled subscription can be rotated too (it sends nothing either way). NotFoundError for
+ * auto-disabled subscription can be rotated too (it sends nothing either way). Both secrets are
+ * stored as `secrets` seals them; the replaced one is opened and sealed again for its own column
+ * (a sealed value is bound to its column), so with an overlap a replaced secret that cannot be
+ * opened fails the rotation (SecretUnavailableError) and changes nothing. NotFoundError for
  * another account's id, an unknown id or one being revoked.
  */
-export async function rotateSubscriptionSecret(db: DbOrTx, accountId: string, subscriptionId: string, overlapSeconds: number): Promise<RotatedSecret> {
+export async function rotateSubscriptionSecret(
+  db: DbOrTx,
+  accountId: string,
+  subscriptionId: string,
+  overlapSeconds: number,
+  secrets: SecretBox = PLAIN_TEXT,
+): Promise<RotatedSecret> {
   if (!Number.isInteger(overlapSeconds) || overlapSeconds < 0 || overlapSeconds > MAX_ROTATION_OVERLAP_SECONDS) {
     throw new InputError(`overlapSeconds must be a whole number of seconds from 0 to ${MAX_ROTATION_OVERLAP_SECONDS}`);
   }
-  const [row] = await db('webhook_subscriptions')
-    .where({ id: subscriptionId, account_id: accountId })
-    .whereIn('status', ['active', 'disabled'])
-    .update({
-      previous_secret: overlapSeconds > 0 ? db.raw('secret') : null,
-      previous_secret_expires_at: overlapSeconds > 0 ? db.raw('clock_timestamp() + make_interval(secs => ?)', [overlapSeconds]) : null,
-      secret: randomHex(SECRET_BYTES),
-    })
-    .returning(['id', 'secret', 'previous_secret_expires_at']);
+  const secret = randomHex(SECRET_BYTES);
+  const row = await db.transaction(async (tx): Promise<{ id: string; previous_secret_expires_at: Date | null } | undefined> => {
+    // FOR NO KEY UPDATE, the lock the UPDATE takes anyway: a claim's FOR KEY SHARE never waits for it.
+    const found = await tx('webhook_subscriptions')
+      .where({ id: subscriptionId, account_id: accountId })
+      .whereIn('status', ['active', 'disabled'])
+      .forNoKeyUpdate()
+      .first('secret');
+    if (!found) return undefined;
+    const replaced =
+      overlapSeconds > 0
+        ? secrets.seal(secrets.open(found.secret, subscriptionSecretPlace(subscriptionId)), subscriptionSecretPlace(subscriptionId, 'previous_secret'))
+        : null;
+    return returnedRow(
+      await tx('webhook_subscriptions')
+        .where({ id: subscriptionId })
+        .update({
+          previous_secret: replaced,
+          previous_secret_expires_at: overlapSeconds > 0 ? tx.raw('clock_timestamp() + make_interval(secs => ?)', [overlapSeconds]) : null,
+          secret: secrets.seal(secret, subscriptionSecretPlace(subscriptionId)),
+        })
+        .returning(['id', 'previous_secret_expires_at']),
+    );
+  });
   if (!row) throw new NotFoundError('No webhook subscription with this id exists in your account.');
-  return { id: row.id, secret: row.secret, previousSecretExpiresAt: row.previous_secret_expires_at };
+  return { id: row.id, secret, previousSecretExpiresAt: row.previous_secret_expires_at };
 }
 
 /** A subscription as the API lists it (spec §4.4), never the secret. */
