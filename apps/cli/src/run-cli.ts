@@ -10,6 +10,7 @@ import { registerKeysCommands } from './commands/keys.command.js';
 import { registerPortalCommands } from './commands/portal.command.js';
 import { registerPowerUpsCommands } from './commands/power-ups.command.js';
 import { registerScansCommands } from './commands/scans.command.js';
+import { registerSecretsCommands } from './commands/secrets.command.js';
 import { registerSitesCommands } from './commands/sites.command.js';
 import { registerWebhooksCommands } from './commands/webhooks.command.js';
 import { renderResult } from './output/command-result.js';
@@ -32,16 +33,18 @@ export async function runCli(argv: readonly string[], options: CliOptions = {}):
   const stdout = options.stdout ?? process.stdout;
   const stderr = options.stderr ?? process.stderr;
   const resources = new CliResources(options.env, stderr);
+  let exitCode = 0;
   const kit: CommandKit = {
     resources,
     print: (result, asJson) => {
       stdout.write(renderResult(result, asJson));
+      exitCode = result.exitCode ?? 0;
     },
   };
   const program = buildProgram(kit, stdout, stderr);
   try {
     await program.parseAsync([...argv], { from: 'user' });
-    return 0;
+    return exitCode;
   } catch (error) {
     // Commander has already printed its own message (usage errors, help, version).
     if (!(error instanceof CommanderError)) reportError(error, resources, stderr);
@@ -72,6 +75,7 @@ function buildProgram(kit: CommandKit, stdout: TextSink, stderr: TextSink): Comm
   registerWebhooksCommands(program, kit);
   registerDeliveriesCommands(program, kit);
   registerPortalCommands(program, kit);
+  registerSecretsCommands(program, kit);
   return program;
 }
 

@@ -16,3 +16,4 @@ export { redeliverSubscriptionDelivery, type RedeliveryDeps } from './deliveries
 export * from './deliveries/operator-redeliver.js';
 export * from './deliveries/recover.js';
 export { createSettingsLink, SETTINGS_LINK_DEFAULT_TTL_SECONDS, SETTINGS_LINK_MAX_TTL_SECONDS } from './settings/settings-sessions.js';
+export * from './secrets/reencrypt-secrets.js';

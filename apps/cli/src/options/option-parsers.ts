@@ -42,3 +42,10 @@ export function parseSeconds(value: string): number {
   if (!/^\d{1,9}$/.test(trimmed)) throw new InvalidArgumentError('It must be a whole number of seconds such as 600.');
   return Number(trimmed);
 }
+
+/** A whole number such as 500; no decimals, exponents, signs or blanks. Whether it is in range is core's to decide. */
+export function parseWholeNumber(value: string): number {
+  const trimmed = value.trim();
+  if (!/^\d{1,9}$/.test(trimmed)) throw new InvalidArgumentError('It must be a whole number such as 500.');
+  return Number(trimmed);
+}

@@ -2,6 +2,8 @@
 export interface CommandResult {
   json: Record<string, unknown>;
   lines: string[];
+  /** Non-zero for a command that ran to its end but did not do all it was asked (its output says what); default 0. */
+  exitCode?: number;
 }
 
 /** Dates leave the CLI as ISO 8601 strings, whatever the output mode. */
