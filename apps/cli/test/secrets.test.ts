@@ -219,11 +219,16 @@ describe('svc secrets status', () => {
 });
 
 describe('svc webhooks rotate-secret and SECRETS_ENCRYPTION_KEY', () => {
-  it('stores the new and the replaced secret sealed with the key; without it, warns on stderr that the secret is stored in plain text', async () => {
-    const t = await tenantWith([new SecretBox([]), new SecretBox([])]);
+  it('stores the new and the replaced secret sealed with the key; without it, warns on stderr that the secret is stored in plain text; a secret no listed key opens is replaced only without an overlap', async () => {
+    const t = await tenantWith([new SecretBox([]), new SecretBox([]), boxOf(removed)]);
+    const lost = t.subs[2]!;
 
     const sealed = await runSvcJson<{ secret: string }>(['webhooks', 'rotate-secret', t.subs[0]!.id, '--overlap', '60'], { ...env, LOG_LEVEL: 'warn' });
     const plain = await runSvc(['webhooks', 'rotate-secret', t.subs[1]!.id, '--json'], { ...env, SECRETS_ENCRYPTION_KEY: '', LOG_LEVEL: 'warn' });
+    const lostBefore = await h.db('webhook_subscriptions').where({ id: lost.id }).first('secret');
+    const withOverlap = await runSvc(['webhooks', 'rotate-secret', lost.id, '--json'], env);
+    const lostAfter = await h.db('webhook_subscriptions').where({ id: lost.id }).first('secret');
+    const withoutOverlap = await runSvcJson<{ secret: string }>(['webhooks', 'rotate-secret', lost.id, '--overlap', '0'], env);
 
     const [first, second] = [t.subs[0]!, t.subs[1]!].map(async (sub) => h.db('webhook_subscriptions').where({ id: sub.id }).first('secret', 'previous_secret'));
     const sealedRow = await first;
@@ -234,5 +239,11 @@ describe('svc webhooks rotate-secret and SECRETS_ENCRYPTION_KEY', () => {
     expect((await second).secret).toBe(JSON.parse(plain.stdout).secret);
     const warnings = plain.stderr.trim().split('\n').map((line) => JSON.parse(line) as { level: string; message: string });
     expect(warnings).toEqual([expect.objectContaining({ level: 'warn', message: expect.stringMatching(/^webhook secrets are stored in plain text: set SECRETS_ENCRYPTION_KEY/) })]);
+    // A secret whose key is lost: an overlap would need it (exit 1, nothing changed); overlap 0 replaces it.
+    expect(withOverlap).toEqual({ code: 1, stdout: '', stderr: `svc: error: secret cannot be decrypted: key ${idOf(removed)} is not in SECRETS_ENCRYPTION_KEY\n` });
+    expect(lostAfter).toEqual(lostBefore);
+    const replaced = await h.db('webhook_subscriptions').where({ id: lost.id }).first('secret', 'previous_secret');
+    expect(replaced.previous_secret).toBeNull();
+    expect(boxOf(keyB).open(replaced.secret, { table: 'webhook_subscriptions', column: 'secret', subscriptionId: lost.id })).toBe(withoutOverlap.secret);
   });
 });
