@@ -60,7 +60,10 @@ for (const workspace of rootPackage.workspaces) {
 }
 cpSync(join(ROOT, 'migrations'), join(OUT, 'migrations'), { recursive: true });
 mkdirSync(join(OUT, 'scripts'));
-cpSync(join(ROOT, 'scripts/start-all.mjs'), join(OUT, 'scripts/start-all.mjs'));
+for (const script of ['start-all.mjs', 'healthcheck.cjs']) cpSync(join(ROOT, 'scripts', script), join(OUT, 'scripts', script));
+// The CLI bundle names a source map that is not shipped.
+const bundle = join(OUT, 'apps/cli/dist/bundle/svc.cjs');
+writeFileSync(bundle, readFileSync(bundle, 'utf8').replace(/\n\/\/# sourceMappingURL=\S+\s*$/, '\n'));
 
 // 2. Production dependencies, from npm's cache when it has them (it does after `npm ci`). No
 //    scripts: the root's `prepare` would build from sources that are not here.

@@ -92,6 +92,7 @@ describe('the release folder, run with production dependencies only', () => {
     expect(files).toEqual(expect.arrayContaining(['package.json', 'apps/api/dist/src/main.js', 'apps/dispatcher/dist/src/main.js', 'apps/cli/bin/svc.js', 'packages/core/dist/src/db/migrate.main.js']));
     expect(files.filter((file) => file.startsWith('migrations/'))).toHaveLength(readdirSync(join(ROOT, 'migrations')).length);
     expect(existsSync(join(release, 'packages/client'))).toBe(false);
+    expect(readFileSync(join(release, 'apps/cli/dist/bundle/svc.cjs'), 'utf8')).not.toMatch(/sourceMappingURL/);
 
     const manifest = JSON.parse(readFileSync(join(release, 'package.json'), 'utf8')) as { scripts: Record<string, string>; bin: Record<string, string>; devDependencies?: unknown };
     expect(Object.keys(manifest.scripts).sort()).toEqual(['migrate', 'start', 'start:api', 'start:dispatcher']);
@@ -120,7 +121,8 @@ describe('the release folder, run with production dependencies only', () => {
 
     const port = await freePort();
     const api = npm('start:api', { PORT: String(port) });
-    const dispatcher = npm('start:dispatcher', { WEBHOOK_RETRY_DELAYS_MS: '100,100,100,100,100,100' });
+    const metricsPort = String(await freePort());
+    const dispatcher = npm('start:dispatcher', { WEBHOOK_RETRY_DELAYS_MS: '100,100,100,100,100,100', METRICS_PORT: metricsPort });
     running.push(api, dispatcher);
     await waitFor(async () => (await httpGet(`http://127.0.0.1:${port}/readyz`).catch(() => undefined))?.status === 200, 30_000, `the release's API: ${api.output()}`);
 
@@ -148,7 +150,13 @@ describe('the release folder, run with production dependencies only', () => {
     expect(arrival!.headers['x-service-signature']).toBe(expected);
     expect(JSON.parse(arrival!.body.toString('utf8'))).toEqual(expect.objectContaining({ event: 'scan.completed', data: expect.objectContaining({ scanId: scan.id, score: 88 }) }));
 
+    // The image's HEALTHCHECK command, asked of each process while it runs and after it stopped.
+    const healthcheck = (port: string) =>
+      spawnSync(NODE, [join(release, 'scripts/healthcheck.cjs')], { env: { ...env, HEALTHCHECK_PORT: port }, encoding: 'utf8' }).status;
+    expect(healthcheck(String(port))).toBe(0);
+    expect(healthcheck(metricsPort)).toBe(0);
     await Promise.all([api.stop('SIGTERM'), dispatcher.stop('SIGTERM')]);
+    expect([healthcheck(String(port)), healthcheck(metricsPort)]).toEqual([1, 1]);
     expect(api.output()).toContain('"message":"api stopped"');
     expect(dispatcher.output()).toContain('"message":"dispatcher stopping: finishing attempts in flight"');
   }, 120_000);
@@ -176,7 +184,7 @@ describe('the release folder, run with production dependencies only', () => {
       expect(block).toMatch(/migrate: \{ condition: service_completed_successfully \}/);
     }
     // Every program the image and compose run is in the release folder.
-    const programs = [...`${dockerfile}\n${compose}`.matchAll(/['"]node['"], ['"]([a-z/.-]+\.m?js)['"]/g)].map((match) => match[1]!);
+    const programs = [...`${dockerfile}\n${compose}`.matchAll(/['"]node['"], ['"]([a-z/.-]+\.[cm]?js)['"]/g)].map((match) => match[1]!);
     expect(programs.length).toBeGreaterThanOrEqual(4);
     expect(programs.filter((program) => !existsSync(join(release, program)))).toEqual([]);
   });
