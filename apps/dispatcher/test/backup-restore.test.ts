@@ -9,8 +9,13 @@ import { createHarness, seedTenant, type Harness } from './support/harness.js';
 import { producerOf, type AttemptRow, type DeliveryRow } from './support/delivery-probe.js';
 
 const EVENTS = 6;
-/** Long enough that every retry is still ahead when the dump is taken and restored. */
-const RETRY_DELAY_MS = 6_000;
+/** Long enough that every retry is still ahead when the dump is taken and restored, even on a loaded machine. */
+const RETRY_DELAY_MS = 15_000;
+/**
+ * How late a retry may go out once due: with Redis empty the sweep queues a delivery once it is
+ * 2 s overdue (OVERDUE_AFTER_MS), checking every 250 ms here, and a loaded machine adds its pauses.
+ */
+const SWEEP_LATENESS_BOUND_MS = 2_000 + 250 + 5_000;
 
 describe('a database restored from pg_dump beside a Redis that holds none of its queues', () => {
   let h: Harness;
@@ -65,19 +70,21 @@ describe('a database restored from pg_dump beside a Redis that holds none of its
     // The receiver is back; a dispatcher runs on the restored database alone.
     h.receiver.answerWith(path, 200);
     const arrivedBefore = h.receiver.to(path).length;
+    const restartedAt = Date.now();
+    expect(Math.min(...pending.map((row) => row.next_attempt_at!.getTime()))).toBeGreaterThan(restartedAt);
     h.startDispatcher({ DATABASE_URL: restoredUrl }, { db: restored });
     const delivered = await waitFor(async () => {
       const rows = await restored('deliveries').where({ subscription_id: subscription.id }).select<DeliveryRow[]>('*');
       return rows.every((row) => row.status === 'delivered') ? rows : undefined;
-    }, 30_000, 'every restored delivery delivered');
+    }, 60_000, 'every restored delivery delivered');
 
-    // Each retry went out once, on its schedule: not before it was due, and within a few sweeps of it.
+    // Each retry went out once, on its schedule: not before it was due, and within the sweep's reach of it.
     const dueAt = new Map(pending.map((row) => [row.id, row.next_attempt_at!.getTime()]));
     const retries = await restored('delivery_attempts').whereIn('delivery_id', [...dueAt.keys()]).where({ n: 2 }).select<AttemptRow[]>('*');
     expect(retries).toHaveLength(EVENTS);
     for (const retry of retries) {
       const lateMs = retry.at.getTime() - dueAt.get(retry.delivery_id)!;
-      expect({ id: retry.delivery_id, notEarly: lateMs >= 0, lateMs: lateMs < 5_000 ? 'within 5 s' : lateMs }).toEqual({ id: retry.delivery_id, notEarly: true, lateMs: 'within 5 s' });
+      expect({ id: retry.delivery_id, notEarly: lateMs >= 0, inReach: lateMs <= SWEEP_LATENESS_BOUND_MS || lateMs }).toEqual({ id: retry.delivery_id, notEarly: true, inReach: true });
       expect(retry.status_code).toBe(200);
     }
     expect(delivered.map((row) => row.attempt_count)).toEqual(Array(EVENTS).fill(2));
@@ -88,5 +95,5 @@ describe('a database restored from pg_dump beside a Redis that holds none of its
       perDelivery.set(id, (perDelivery.get(id) ?? 0) + 1);
     }
     expect([...perDelivery.entries()].sort()).toEqual([...dueAt.keys()].map((id) => [id, 1]).sort());
-  }, 90_000);
+  }, 120_000);
 });
