@@ -102,7 +102,8 @@ export type WebhookVerificationReason =
   | 'timestamp_too_old'
   | 'timestamp_too_new'
   | 'id_mismatch'
-  | 'invalid_body';
+  | 'invalid_body'
+  | 'body_too_large';
 
 /** A delivery that is not provably ours and fresh: answer it with a 4xx and do not act on it. */
 export class WebhookVerificationError extends Error {

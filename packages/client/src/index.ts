@@ -28,6 +28,8 @@ export {
   type RawBody,
   type VerifiedDelivery,
   type VerifyOptions,
+  type VerifyRequestOptions,
+  type WebhookBodyStream,
   type WebhookRequest,
   type WebhookSecrets,
 } from './webhooks/index.js';

@@ -99,6 +99,56 @@ describe('verifyWebhook', () => {
     expect(await reasonOf(() => verifyWebhook(JSON.parse(BODY) as never, headers(), SECRET))).toBe('invalid_body');
   });
 
+  it('throws a TypeError that says to await it when a result is read without await, as code written for the synchronous verifier of 0.1.0 does', async () => {
+    // Code written for 0.1.0: `const event = verifyWebhook(...)` inside a try, then reading the event.
+    const pending = verifyWebhook(BODY, headers(), SECRET, { now: at(SENT_AT) });
+    const read = (property: string) => () => (pending as unknown as Record<string, unknown>)[property];
+    for (const property of ['event', 'data', 'timestamp']) expect(read(property)).toThrow(/await/);
+    const delivery = verifyWebhookDelivery(BODY, headers(), SECRET, { now: at(SENT_AT) });
+    expect(() => (delivery as unknown as { event: unknown }).event).toThrow(new TypeError('verifyWebhookDelivery() returns a promise since version 0.2.0: read .event of what it resolves to (`const result = await verifyWebhookDelivery(…)`)'));
+    expect(() => {
+      const { deliveryId } = delivery as unknown as { deliveryId: unknown };
+      return deliveryId;
+    }).toThrow(TypeError);
+    // Awaited, both are what they always were; the guard is invisible to a deep comparison.
+    expect((await pending).event).toBe('scan.completed');
+    expect(await delivery).toEqual({ deliveryId: 'msg_1', event: JSON.parse(BODY) });
+    expect(Object.keys(delivery)).toEqual([]);
+  });
+
+  it('refuses a tolerance that is not a finite number of seconds ≥ 0, and a clock that gives no valid Date, instead of accepting a year-old timestamp', async () => {
+    const yearLater = at(SENT_AT + 366 * 86_400);
+    const unset = Number(process.env.SVC_CLIENT_TEST_UNSET_VARIABLE); // NaN, as an unset variable gives
+    for (const toleranceSeconds of [unset, Number.POSITIVE_INFINITY, -1, '300' as unknown as number, null as unknown as number]) {
+      await expect(verifyWebhook(BODY, headers(), SECRET, { now: yearLater, toleranceSeconds })).rejects.toThrow(new TypeError(`toleranceSeconds must be a finite number of seconds, 0 or more; got ${typeof toleranceSeconds === 'string' ? 'the string "300"' : String(toleranceSeconds)}`));
+    }
+    for (const now of [() => new Date('not a date'), () => new Date(Number.NaN), () => SENT_AT as unknown as Date, () => undefined as unknown as Date]) {
+      await expect(verifyWebhook(BODY, headers(), SECRET, { now })).rejects.toThrow(/^now\(\) must return a valid Date/);
+    }
+    await expect(verifyWebhook(BODY, headers(), SECRET, { now: new Date() as unknown as () => Date })).rejects.toThrow(new TypeError('now must be a function returning a Date'));
+    await expect(verifyWebhook(BODY, headers(), SECRET, { requireTimestamp: 'false' as unknown as boolean })).rejects.toThrow(new TypeError('requireTimestamp must be true or false; got the string "false"'));
+    // Still: 0 is a tolerance (the very second only), and the default is 300.
+    expect(await reasonOf(() => verifyWebhook(BODY, headers(), SECRET, { now: at(SENT_AT), toleranceSeconds: 0 }))).toBe('verified');
+    expect(await reasonOf(() => verifyWebhook(BODY, headers(), SECRET, { now: at(SENT_AT + 1), toleranceSeconds: 0 }))).toBe('timestamp_too_old');
+    expect(await reasonOf(() => verifyWebhook(BODY, headers(), SECRET, { now: yearLater }))).toBe('timestamp_too_old');
+  });
+
+  it('accepts the secret in its whsec_ form (the standardWebhooksSecret the API returns beside it), alone or in a list, as the same key', async () => {
+    const whsec = standardWebhooksSecret(SECRET);
+    expect(whsec).toMatch(/^whsec_[A-Za-z0-9+/]+=*$/);
+    expect(await reasonOf(() => verifyWebhook(BODY, headers(), whsec, { now: at(SENT_AT) }))).toBe('verified');
+    expect(await reasonOf(() => verifyWebhook(BODY, headers(), [standardWebhooksSecret('f'.repeat(64)), whsec], { now: at(SENT_AT) }))).toBe('verified');
+    expect(await reasonOf(() => verifyWebhook(BODY, headers(), standardWebhooksSecret('f'.repeat(64)), { now: at(SENT_AT) }))).toBe('invalid_signature');
+  });
+
+  it('refuses a whsec_ secret that is not followed by base64, saying what to pass', async () => {
+    for (const secret of ['whsec_', 'whsec_not base64!', `whsec_${standardWebhooksSecret(SECRET).slice(6, -1)}`]) {
+      await expect(verifyWebhook(BODY, headers(), secret, { now: at(SENT_AT) })).rejects.toThrow(
+        new TypeError('secret starts with whsec_ but is not followed by base64: pass the secret exactly as the API returned it (64 hexadecimal characters), or its standardWebhooksSecret unchanged'),
+      );
+    }
+  });
+
   describe('with a list of secrets, as during a rotation', () => {
     const OLD = SECRET;
     const NEW = 'fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210';

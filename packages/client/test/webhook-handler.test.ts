@@ -1,7 +1,8 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { signatureHeaders } from '@svc/core';
+import { signatureHeaders, standardWebhooksSecret } from '@svc/core';
+import { waitFor } from '@svc/core/testing';
 import { createWebhookHandler, isEventOfType, type WebhookEvent } from '../src/index.js';
 
 const SECRET = '0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef';
@@ -39,7 +40,7 @@ describe('createWebhookHandler on node:http, reading the body from the stream', 
     const second = body(20);
 
     const answers = [await post('/bytes', first, signed(first, 'dlv_a')), await post('/bytes', first, signed(first, 'dlv_a')), await post('/text', second, signed(second, 'dlv_b'))];
-    await new Promise((resolve) => setTimeout(resolve, 20)); // onEvent runs after the answer
+    await waitFor(() => events.length >= 2, 5_000, 'onEvent of dlv_b'); // onEvent runs after the answer
 
     expect(answers.map((a) => a.status)).toEqual([204, 204, 204]);
     expect(events.map((e) => [e.deliveryId, isEventOfType(e.event, 'scan.completed') && e.event.data.score])).toEqual([
@@ -60,5 +61,37 @@ describe('createWebhookHandler on node:http, reading the body from the stream', 
     expect(tampered).toEqual({ status: 400, text: 'webhook verification failed: invalid_signature' });
     expect(tooLarge.status).toBe(413);
     expect(events.length).toBe(before);
+  });
+});
+
+describe('createWebhookHandler, when it is created', () => {
+  const onEvent = () => undefined;
+
+  it('refuses a secret that is missing, empty or malformed at once, not on every delivery', () => {
+    const unset = process.env.SVC_CLIENT_TEST_UNSET_VARIABLE; // undefined, as `process.env.WEBHOOK_SECRET` is when not set
+    const refusals: Array<[unknown, string]> = [
+      [unset, 'got undefined'],
+      ['', 'got an empty string'],
+      [[], 'got an empty list'],
+      [[SECRET, undefined], 'got undefined in the list'],
+      [42, 'got a number'],
+    ];
+    for (const [secret, got] of refusals) {
+      expect(() => createWebhookHandler({ secret: secret as string, onEvent })).toThrow(
+        new TypeError(`secret is required: the subscription's secret exactly as the API returned it (64 hexadecimal characters), or a non-empty list of them; ${got}`),
+      );
+    }
+    expect(() => createWebhookHandler({ secret: 'whsec_!', onEvent })).toThrow(/^secret starts with whsec_ but is not followed by base64/);
+    expect(typeof createWebhookHandler({ secret: [SECRET, standardWebhooksSecret(SECRET)], onEvent })).toBe('function');
+  });
+
+  it('refuses options that would switch a check off: a tolerance, body cap or dedupe window that is not a number, a clock or onEvent that is not a function', () => {
+    const nan = Number(process.env.SVC_CLIENT_TEST_UNSET_VARIABLE);
+    expect(() => createWebhookHandler({ secret: SECRET, onEvent, toleranceSeconds: nan })).toThrow(new TypeError('toleranceSeconds must be a finite number of seconds, 0 or more; got NaN'));
+    expect(() => createWebhookHandler({ secret: SECRET, onEvent, maxBodyBytes: nan })).toThrow(new TypeError('maxBodyBytes must be a whole number of bytes, 1 or more; got NaN'));
+    expect(() => createWebhookHandler({ secret: SECRET, onEvent, dedupeWindowMs: nan })).toThrow(new TypeError('dedupeWindowMs must be a finite number of milliseconds, 0 or more; got NaN'));
+    expect(() => createWebhookHandler({ secret: SECRET, onEvent, dedupeMaxEntries: nan })).toThrow(new TypeError('dedupeMaxEntries must be a whole number, 1 or more; got NaN'));
+    expect(() => createWebhookHandler({ secret: SECRET, onEvent, now: 'now' as unknown as () => Date })).toThrow(new TypeError('now must be a function returning a Date'));
+    expect(() => createWebhookHandler({ secret: SECRET, onEvent: undefined as unknown as () => void })).toThrow(new TypeError('onEvent must be a function'));
   });
 });

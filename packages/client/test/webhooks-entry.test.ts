@@ -120,6 +120,48 @@ describe('@site-visibility/client/webhooks', () => {
     expect(await reasonOf(verifyWebhook(JSON.parse(BODY) as never, headers, SECRET))).toBe('invalid_body');
   });
 
+  it('refuses a Request whose body is over maxBodyBytes (1 MiB by default) as body_too_large: by its Content-Length without reading it, and a stream without one as soon as it passes the cap', async () => {
+    const MiB = 1024 * 1024;
+    const padded = (size: number) => `${BODY.slice(0, -1)},"padding":"${'x'.repeat(size - BODY.length - 13)}"}`;
+    expect(padded(MiB + 1)).toHaveLength(MiB + 1);
+
+    // A declared length over the cap (a server's Request carries the sender's Content-Length): refused before a byte of the body is read.
+    const big = padded(MiB + 1);
+    const withLength = request(big, { ...signed(big, SECRET), 'content-length': String(MiB + 1) });
+    expect(await reasonOf(verifyWebhookRequest(withLength, SECRET))).toBe('body_too_large');
+    expect(withLength.bodyUsed).toBe(false);
+
+    // No Content-Length (chunked): the stream is read up to the cap, then cancelled.
+    let pulled = 0;
+    let cancelled = false;
+    const chunk = new Uint8Array(64 * 1024).fill(0x20);
+    const endless = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        pulled += chunk.length;
+        controller.enqueue(chunk);
+      },
+      cancel() {
+        cancelled = true;
+      },
+    });
+    const chunked = new Request('https://hooks.example.com/svc', { method: 'POST', body: endless, headers: signed(BODY, SECRET), duplex: 'half' } as RequestInit);
+    await expect(verifyWebhookRequest(chunked, SECRET)).rejects.toThrow(new WebhookVerificationError('body_too_large', 'the body is larger than maxBodyBytes (1048576 bytes)'));
+    expect(cancelled).toBe(true);
+    expect(pulled).toBeLessThanOrEqual(MiB + 3 * chunk.length);
+
+    // The cap is the receiver's to set; at it, a delivery verifies.
+    const exact = padded(4096);
+    expect(await reasonOf(verifyWebhookRequest(request(exact, signed(exact, SECRET)), SECRET, { maxBodyBytes: 4096 }))).toBe('verified');
+    expect(await reasonOf(verifyWebhookRequest(request(exact, signed(exact, SECRET)), SECRET, { maxBodyBytes: 4095 }))).toBe('body_too_large');
+    // A request object without a stream is read whole and then measured.
+    const bare = { headers: new Headers(signed(exact, SECRET)), arrayBuffer: async () => new TextEncoder().encode(exact).buffer };
+    expect(await reasonOf(verifyWebhookRequest(bare, SECRET, { maxBodyBytes: 4095 }))).toBe('body_too_large');
+    expect(await reasonOf(verifyWebhookRequest(bare, SECRET, { maxBodyBytes: 4096 }))).toBe('verified');
+    for (const maxBodyBytes of [Number.NaN, 0, -1, 1.5]) {
+      await expect(verifyWebhookRequest(request(exact, signed(exact, SECRET)), SECRET, { maxBodyBytes })).rejects.toThrow(TypeError);
+    }
+  });
+
   it('imports nothing but its own relative modules, in the ES module and the CommonJS build: no Node built-in, no dependency', async () => {
     const packageDir = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
     const graphs: Record<string, string[]> = {};

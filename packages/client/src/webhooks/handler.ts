@@ -1,11 +1,13 @@
 import { WebhookVerificationError } from '../errors.js';
 import type { WebhookEvent } from './events.js';
-import { verifyWebhookDelivery, type VerifyOptions, type WebhookSecrets } from './verify.js';
+import { checkOptions, finiteOption, secretKeys, verifyWebhookDelivery, wholeNumberOption, type VerifyOptions, type WebhookSecrets } from './verify.js';
 
 export interface WebhookHandlerOptions extends VerifyOptions {
   /**
-   * The subscription's secret, exactly as the create call returned it; during a rotation both,
-   * `[oldSecret, newSecret]` (a delivery verifies when either signed it).
+   * The subscription's secret, exactly as the create call returned it (or its `whsec_` form);
+   * during a rotation both, `[oldSecret, newSecret]` (a delivery verifies when either signed it).
+   * Checked when the handler is created: none (an unset environment variable), an empty one or a
+   * malformed `whsec_` one throws a TypeError there and then.
    */
   secret: WebhookSecrets;
   /**
@@ -49,11 +51,21 @@ export interface WebhookHandlerResponse {
  * (mount it before any JSON body parser, or give it `express.raw()`'s Buffer), verifies the
  * signature and timestamp, drops repeats of a delivery id within a window, answers 204 at once
  * and then calls `onEvent`. A delivery that does not verify gets 400 and is never passed on.
+ *
+ * Its options are checked here, not on the first delivery: a missing or empty secret, a number
+ * option that is not a number (NaN), or an `onEvent` that is not a function throws a TypeError
+ * at once, so a misconfigured receiver fails when it starts instead of answering every delivery
+ * 500 until the subscription is disabled.
  */
 export function createWebhookHandler(options: WebhookHandlerOptions): (req: WebhookHandlerRequest, res: WebhookHandlerResponse) => void {
-  const windowMs = options.dedupeWindowMs ?? 48 * 60 * 60 * 1000;
-  const maxEntries = options.dedupeMaxEntries ?? 100_000;
-  const maxBodyBytes = options.maxBodyBytes ?? 1024 * 1024;
+  if (options === null || typeof options !== 'object') throw new TypeError('createWebhookHandler takes an options object: { secret, onEvent }');
+  secretKeys(options.secret);
+  checkOptions(options);
+  if (typeof options.onEvent !== 'function') throw new TypeError('onEvent must be a function');
+  if (options.onError !== undefined && typeof options.onError !== 'function') throw new TypeError('onError must be a function');
+  const windowMs = finiteOption('dedupeWindowMs', options.dedupeWindowMs, 48 * 60 * 60 * 1000, 'milliseconds');
+  const maxEntries = wholeNumberOption('dedupeMaxEntries', options.dedupeMaxEntries, 100_000, '');
+  const maxBodyBytes = wholeNumberOption('maxBodyBytes', options.maxBodyBytes, 1024 * 1024, 'bytes');
   const seen = new Map<string, number>();
   const onError = options.onError ?? ((error: unknown) => console.error('webhook handler: onEvent failed', error));
 

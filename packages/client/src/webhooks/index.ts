@@ -1,6 +1,7 @@
 // `@site-visibility/client/webhooks`: verifying deliveries, and nothing else. Its whole import
 // graph uses no Node built-in (Web Crypto, TextEncoder, Uint8Array), so it runs where webhooks are
-// received: Node 20/22/24, Deno, Bun, Cloudflare Workers and other worker runtimes, browsers.
+// received: Node 20/22/24, Deno, Bun, Cloudflare Workers and other worker runtimes. (It also loads
+// in a browser, which shows it needs nothing of Node; a webhook secret belongs on a server.)
 export {
   verifyWebhook,
   verifyWebhookDelivery,
@@ -10,6 +11,8 @@ export {
   type RawBody,
   type VerifiedDelivery,
   type VerifyOptions,
+  type VerifyRequestOptions,
+  type WebhookBodyStream,
   type WebhookRequest,
   type WebhookSecrets,
 } from './verify.js';
