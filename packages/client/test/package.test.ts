@@ -45,7 +45,7 @@ async function filesUnder(root: string): Promise<string[]> {
 }
 
 describe('the @site-visibility/client tarball', () => {
-  it('holds the licence, the README, package.json and the JavaScript and declarations of both builds, and nothing else', async () => {
+  it('holds the licence, the README, the changelog, package.json and the JavaScript and declarations of both builds, and nothing else', async () => {
     const sources = (await filesUnder(join(PACKAGE_DIR, 'src'))).filter((file) => file.endsWith('.ts') && !file.endsWith('.d.ts'));
     const built = sources.flatMap((file) => {
       const base = file.replace(/\.ts$/, '');
@@ -53,9 +53,9 @@ describe('the @site-visibility/client tarball', () => {
     });
     const paths = packed.files.map((file) => file.path);
 
-    expect(packed.filename).toBe('site-visibility-client-0.1.0.tgz');
+    expect(packed.filename).toBe('site-visibility-client-0.2.0.tgz');
     expect(sources).toEqual(expect.arrayContaining(['index.ts', 'webhooks/index.ts']));
-    expect([...paths].sort()).toEqual(['LICENSE', 'README.md', 'package.json', 'cjs/package.json', ...built].sort());
+    expect([...paths].sort()).toEqual(['LICENSE', 'README.md', 'CHANGELOG.md', 'package.json', 'cjs/package.json', ...built].sort());
     expect(paths.filter((path) => /test|tsbuildinfo|\.map$|\.ts$/.test(path) && !path.endsWith('.d.ts'))).toEqual([]);
     expect(await readFile(join(installed, 'LICENSE'), 'utf8')).toMatch(/^MIT License\n/);
     // No shipped file points at a source map that is not there.
@@ -74,9 +74,30 @@ describe('the @site-visibility/client tarball', () => {
     expect(JSON.parse(await readFile(join(installed, 'cjs/package.json'), 'utf8'))).toEqual({ type: 'commonjs' });
   });
 
+  it('has a changelog whose first entry is this version and says, with code, to await the verifier', async () => {
+    const manifest = JSON.parse(await readFile(join(installed, 'package.json'), 'utf8')) as { version: string };
+    const changelog = await readFile(join(installed, 'CHANGELOG.md'), 'utf8');
+    const entries = [...changelog.matchAll(/^## (\S+)/gm)].map(([, version]) => version);
+    const first = changelog.slice(changelog.indexOf('\n## '), changelog.indexOf('\n## ', changelog.indexOf('\n## ') + 1));
+
+    expect(manifest.version).toBe('0.2.0');
+    expect(entries).toEqual(['0.2.0', '0.1.0']);
+    expect(first).toMatch(/asynchronous/);
+    expect(first).toMatch(/await verifyWebhook\(/);
+    // The code as 0.1.0's README showed it, and the same code for this version.
+    expect(first).toMatch(/const event = verifyWebhook\(/);
+  });
+
+  it('links only to absolute addresses or to places inside itself: the repository’s docs and examples are not in the tarball', async () => {
+    const texts = await Promise.all(['README.md', 'CHANGELOG.md'].map(async (file) => ({ file, text: await readFile(join(installed, file), 'utf8') })));
+    const links = texts.flatMap(({ file, text }) => [...text.matchAll(/\]\(([^)\s]+)\)/g)].map(([, target]) => `${file}: ${target}`));
+
+    expect(links.filter((link) => !/: (https:\/\/|#)/.test(link))).toEqual([]);
+  });
+
   it('tells customers nothing of the service’s internal specification or issues', async () => {
     const texts = await Promise.all((await filesUnder(installed)).map(async (file) => ({ file, text: await readFile(join(installed, file), 'utf8') })));
-    expect(texts.filter(({ text }) => /spec(ification)? §|§\s?\d|\bissue\s+#?\d/i.test(text)).map(({ file }) => file)).toEqual([]);
+    expect(texts.filter(({ text }) => /spec(ification)? §|§\s?\d|\bissue\s+#?\d|@svc\//i.test(text)).map(({ file }) => file)).toEqual([]);
   });
 });
 
@@ -129,6 +150,27 @@ describe('the installed package', () => {
     expect(files.filter((file) => file.includes('@types/'))).toEqual([]);
     expect(library(files)).toEqual(expect.arrayContaining(['dist/src/index.d.ts', 'dist/src/webhooks/index.d.ts']));
     expect(library(files).filter((file) => file.startsWith('cjs/'))).toEqual([]);
+  });
+
+  it('type-checks for a CommonJS project on the older resolution (module commonjs, moduleResolution node10, which ignores exports), both entries from the CommonJS declarations', async () => {
+    const files = await typeCheck('tsconfig.node10.json');
+    expect(files.filter((file) => file.includes('@types/'))).toEqual([]);
+    expect(library(files)).toEqual(expect.arrayContaining(['cjs/index.d.ts', 'cjs/webhooks/index.d.ts']));
+    expect(library(files).filter((file) => file.startsWith('dist/'))).toEqual([]);
+  });
+
+  it('type-checks the main entry with the fetch types from the DOM library or from @types/node, and says what is missing without either', async () => {
+    // lib ES2022 + DOM is the nodenext project above; here ES2022 with Node's types, then ES2022 alone.
+    const withNode = await typeCheck('tsconfig.main-node-types.json');
+    expect(withNode.filter((file) => /lib\.dom/.test(file))).toEqual([]);
+    expect(withNode.some((file) => file.includes('/@types/node/'))).toBe(true);
+
+    const bare = await typeCheck('tsconfig.main-bare.json').then(
+      () => 'type-checked',
+      (error: Error) => error.message,
+    );
+    const missing = [...new Set([...bare.matchAll(/Cannot find name '(\w+)'/g)].map(([, name]) => name))].sort();
+    expect(missing).toEqual(['AbortSignal', 'fetch']);
   });
 
   it('type-checks the webhooks entry with the ECMAScript library alone: no DOM and no Node types needed', async () => {
@@ -232,6 +274,17 @@ export async function check(body: Uint8Array, headers: Headers): Promise<string>
 }
 `;
 
+// The main entry used without touching a fetch type of its own: what its declarations need.
+const MAIN_ONLY = `
+import { SiteVisibilityClient, createWebhookHandler, verifyWebhookDelivery } from '@site-visibility/client';
+
+export const client = new SiteVisibilityClient({ apiKey: 'svc_live_test', baseUrl: 'https://api.example.com' });
+export const handler = createWebhookHandler({ secret: 'secret', onEvent: () => undefined });
+export async function check(body: Uint8Array, headers: Record<string, string>): Promise<string> {
+  return (await verifyWebhookDelivery(body, headers, 'secret')).event.event;
+}
+`;
+
 const WEBHOOKS_ONLY = `
 import { verifyWebhookDelivery, verifyWebhookRequest, WebhookVerificationError, type WebhookRequest } from '@site-visibility/client/webhooks';
 
@@ -261,8 +314,14 @@ const { verifyWebhookRequest, WebhookVerificationError } = require('@site-visibi
     'esm-customer.mts': TYPED,
     'cjs-customer.cts': TYPED,
     'webhooks-only.mts': WEBHOOKS_ONLY,
+    'node10-customer.ts': TYPED,
+    'main-only.mts': MAIN_ONLY,
     'tsconfig.nodenext.json': JSON.stringify({ compilerOptions: { ...strict, module: 'nodenext', moduleResolution: 'nodenext' }, files: ['esm-customer.mts', 'cjs-customer.cts'] }),
     'tsconfig.bundler.json': JSON.stringify({ compilerOptions: { ...strict, module: 'preserve', moduleResolution: 'bundler' }, files: ['esm-customer.mts'] }),
+    // What "module": "commonjs" implies when moduleResolution is not set: node10, which reads main, types and typesVersions but not exports.
+    'tsconfig.node10.json': JSON.stringify({ compilerOptions: { ...strict, module: 'commonjs', moduleResolution: 'node10' }, files: ['node10-customer.ts'] }),
+    'tsconfig.main-node-types.json': JSON.stringify({ compilerOptions: { ...strict, lib: ['ES2022'], types: ['node'], typeRoots: [join(REPO, 'node_modules/@types')], module: 'nodenext', moduleResolution: 'nodenext' }, files: ['main-only.mts'] }),
+    'tsconfig.main-bare.json': JSON.stringify({ compilerOptions: { ...strict, lib: ['ES2022'], module: 'nodenext', moduleResolution: 'nodenext' }, files: ['main-only.mts'] }),
     'tsconfig.webhooks-only.json': JSON.stringify({ compilerOptions: { ...strict, lib: ['ES2022'], module: 'nodenext', moduleResolution: 'nodenext' }, files: ['webhooks-only.mts'] }),
   };
   for (const [name, text] of Object.entries(files)) await writeFile(join(app, name), text);

@@ -103,3 +103,14 @@ describe('the README’s webhook receivers', () => {
     }
   });
 });
+
+describe('the README’s verifier calls', () => {
+  it('await every call of verifyWebhook, verifyWebhookDelivery and verifyWebhookRequest, in code blocks and inline code alike', () => {
+    const blocks = [...readme.matchAll(/```\w*\n([\s\S]*?)```/g)].map(([, code]) => code!);
+    const inline = [...readme.replace(/```[\s\S]*?```/g, '').matchAll(/`([^`\n]+)`/g)].map(([, code]) => code!);
+    const calls = [...blocks, ...inline].flatMap((code) => [...code.matchAll(/(\S+\s+)?\b(verifyWebhook(?:Delivery|Request)?)\(/g)].map(([, before]) => ({ before: (before ?? '').trim().replace(/^[([{]+/, ''), code })));
+
+    expect(calls.length).toBeGreaterThanOrEqual(5);
+    expect(calls.filter(({ before }) => before !== 'await').map(({ code }) => code.trim().split('\n')[0])).toEqual([]);
+  });
+});
