@@ -34,6 +34,35 @@ function exposedTypes(text: string): Map<string, string> {
   return types;
 }
 
+/** Each label value a scrape's samples carry, as `name{label="value"}`. */
+function exposedLabelValues(text: string): Set<string> {
+  const values = new Set<string>();
+  for (const [, name, labels] of text.matchAll(/^([a-zA-Z_:][\w:]*)\{(.*)\} \S+$/gm)) {
+    for (const [, label, value] of labels!.matchAll(/([a-zA-Z_]\w*)="((?:[^"\\]|\\.)*)"/g)) values.add(`${name}{${label}="${value}"}`);
+  }
+  return values;
+}
+
+/** Labels Prometheus gives a series when it scrapes it: no process exposes them. */
+const TARGET_LABELS = new Set(['job', 'instance']);
+
+/**
+ * The label values an expression matches on, as `name{label="value"}`: each `=` matcher, and each
+ * alternative of a `=~` matcher that only lists plain values (`waiting|prioritized`). Negative
+ * matchers and real patterns (`5..`) name no value.
+ */
+function matchedLabelValues(expr: string): string[] {
+  const matched: string[] = [];
+  for (const [, name, matchers] of expr.matchAll(/([a-zA-Z_:][\w:]*)\{([^}]*)\}/g)) {
+    for (const [, label, op, value] of matchers!.matchAll(/([a-zA-Z_]\w*)\s*(=~|!=|!~|=)\s*"((?:[^"\\]|\\.)*)"/g)) {
+      if (TARGET_LABELS.has(label!) || (op !== '=' && op !== '=~')) continue;
+      if (op === '=~' && !/^[\w-]+(?:\|[\w-]+)*$/.test(value!)) continue;
+      for (const one of op === '=' ? [value!] : value!.split('|')) matched.push(`${name}{${label}="${one}"}`);
+    }
+  }
+  return matched;
+}
+
 /** The metric a PromQL name refers to in a scrape: itself, or the histogram a _bucket/_sum/_count series belongs to. */
 function exposedAs(name: string, types: Map<string, string>): string | undefined {
   if (types.has(name)) return name;
@@ -46,6 +75,7 @@ describe('every metric the dashboard and the alerts name, against what a running
   let api: Running | undefined;
   let dispatcher: Running | undefined;
   const exposed: { api: Map<string, string>; dispatcher: Map<string, string> } = { api: new Map(), dispatcher: new Map() };
+  const labelValues: { api: Set<string>; dispatcher: Set<string> } = { api: new Set(), dispatcher: new Set() };
 
   beforeAll(async () => {
     // A database of its own: a dispatcher's sweep acts on every due row it can see.
@@ -61,9 +91,15 @@ describe('every metric the dashboard and the alerts name, against what a running
       await waitFor(async () => (await httpGet(ready)).status === 200, 30_000, `the ${name} to be ready`).catch((error: Error) => {
         throw new Error(`${error.message}; its output: ${running.output()}`);
       });
-      const scrape = await httpGet(`http://127.0.0.1:${running.metricsPort}/metrics`);
-      expect(scrape.status).toBe(200);
-      exposed[name] = exposedTypes(scrape.text);
+      // The scrape's reads of Redis and PostgreSQL wait at most 1 s each and leave their gauge
+      // without a sample when they miss it (a loaded machine): poll until the queue gauge has one.
+      const text = await waitFor(async () => {
+        const scrape = await httpGet(`http://127.0.0.1:${running.metricsPort}/metrics`);
+        expect(scrape.status).toBe(200);
+        return (name === 'api' || /^svc_dispatcher_queue_jobs\{/m.test(scrape.text)) && scrape.text;
+      }, 30_000, `a scrape of the ${name} with every gauge read`);
+      exposed[name] = exposedTypes(text);
+      labelValues[name] = exposedLabelValues(text);
     }
   }, 90_000);
   afterAll(async () => {
@@ -96,5 +132,20 @@ describe('every metric the dashboard and the alerts name, against what a running
     const queries = alertRules().map((rule) => ({ where: `alert ${rule.alert}`, expr: rule.expr }));
 
     expect(missing(queries)).toEqual([]);
+  });
+
+  it('finds each label value the alerts and the dashboard match on (state="prioritized", priority="normal", …) on a series the process exposes', () => {
+    const queries = [
+      ...alertRules().map((rule) => ({ where: `alert ${rule.alert}`, expr: rule.expr })),
+      ...dashboardQueries().map((query) => ({ where: `panel "${query.panel}"`, expr: query.expr })),
+    ];
+    const matched = queries.flatMap(({ where, expr }) => matchedLabelValues(expr).map((value) => ({ where, value })));
+    const absent = matched
+      .filter(({ value }) => !PROMETHEUS_OWN_METRICS.has(value.slice(0, value.indexOf('{'))))
+      .filter(({ value }) => !(value.startsWith('svc_api_') ? [labelValues.api] : value.startsWith('svc_dispatcher_') ? [labelValues.dispatcher] : [labelValues.api, labelValues.dispatcher]).some((values) => values.has(value)))
+      .map(({ where, value }) => `${value} (${where})`);
+
+    expect(matched.map(({ value }) => value)).toEqual(expect.arrayContaining(['svc_dispatcher_queue_jobs{state="prioritized"}', 'svc_dispatcher_attempt_lateness_seconds_bucket{priority="normal"}']));
+    expect(absent).toEqual([]);
   });
 });

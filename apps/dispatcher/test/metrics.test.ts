@@ -57,14 +57,19 @@ describe('the dispatcher’s /metrics after real deliveries', () => {
     await waitForDelivery(h, eventId, flaky.id, (row) => row.status === 'delivered', 'the flaky delivery');
     await waitForDelivery(h, eventId, failing.id, (row) => row.status === 'failed', 'the failing delivery to exhaust its attempts', 20_000);
 
-    const text = await scrape(server);
+    // The counters move just after the outcome is recorded: wait for the last of the 10 attempts.
+    const text = await waitFor(async () => {
+      const scraped = await scrape(server);
+      return (scrapeSample(scraped, 'svc_dispatcher_attempt_duration_seconds_count') ?? 0) >= 10 && scraped;
+    }, 10_000, 'the 10 attempts to be counted');
     expect(attempts(text, 'delivered')).toBe(2);
     expect(attempts(text, 'retry')).toBe(1 + 6);
     expect(attempts(text, 'failed')).toBe(1);
     expect(attempts(text, 'blocked')).toBe(0);
     expect(scrapeSample(text, 'svc_dispatcher_attempt_duration_seconds_count')).toBe(2 + 7 + 1);
-    expect(scrapeSample(text, 'svc_dispatcher_attempt_lateness_seconds_count')).toBe(2 + 7 + 1);
-    expect(scrapeSample(text, 'svc_dispatcher_attempt_lateness_seconds_bucket', { le: '+Inf' })).toBe(10);
+    expect(scrapeSample(text, 'svc_dispatcher_attempt_lateness_seconds_count', { priority: 'normal' })).toBe(2 + 7 + 1);
+    expect(scrapeSample(text, 'svc_dispatcher_attempt_lateness_seconds_bucket', { priority: 'normal', le: '+Inf' })).toBe(10);
+    expect(scrapeSample(text, 'svc_dispatcher_attempt_lateness_seconds_count', { priority: 'background' })).toBe(0);
     expect(scrapeSample(text, 'svc_dispatcher_subscriptions_auto_disabled_total')).toBe(1);
     expect(text).toContain('process_cpu_user_seconds_total');
     const secrets = (await h.db('webhook_subscriptions').whereIn('id', [ok.id, flaky.id, failing.id]).pluck('secret')) as string[];
@@ -73,7 +78,7 @@ describe('the dispatcher’s /metrics after real deliveries', () => {
     }
   });
 
-  it('shows jobs waiting, delayed and active per queue, and the deliveries pending in Postgres', async () => {
+  it('shows jobs waiting, prioritized, paused, delayed and active per queue, and the deliveries pending in Postgres', async () => {
     const tenant = await seedTenant(h);
     const sub = await tenant.subscribe(`/ok/later-${uniqueTag()}`, ['scan.completed']);
     const scan = await tenant.newScan();
@@ -94,7 +99,7 @@ describe('the dispatcher’s /metrics after real deliveries', () => {
 
     expect(scrapeSample(text, 'svc_dispatcher_queue_jobs', { queue: 'deliver', state: 'delayed' })).toBeGreaterThanOrEqual(1);
     for (const queue of ['fanout', 'deliver']) {
-      for (const state of ['waiting', 'delayed', 'active']) {
+      for (const state of ['waiting', 'prioritized', 'paused', 'delayed', 'active']) {
         expect(scrapeSample(text, 'svc_dispatcher_queue_jobs', { queue, state })).toEqual(expect.any(Number));
       }
     }

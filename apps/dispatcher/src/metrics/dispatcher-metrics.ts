@@ -6,6 +6,11 @@ import type { SentAttempt } from '../http/webhook-client.js';
 
 /** What an attempt came to, as counted: one of these five, never anything a customer chose. */
 export type AttemptLabel = 'delivered' | 'retry' | 'failed' | 'blocked' | 'stale';
+/**
+ * The job an attempt came from: `background` for one queued with a priority (a recovery's first
+ * attempts, which wait behind all other work by design), `normal` for any other.
+ */
+export type JobPriority = 'normal' | 'background';
 /** Purged rows, by table. */
 export interface PurgedRows {
   deliveries: number;
@@ -31,9 +36,18 @@ export interface MetricSources {
 
 /** A scrape waits at most this long for Redis or Postgres; the gauge keeps its last value otherwise. */
 const SCRAPE_READ_MS = 1_000;
-const QUEUE_STATES = ['waiting', 'delayed', 'active'] as const;
+/**
+ * The job states the queue gauge shows. BullMQ keeps a job added with a priority (a background
+ * job) in `prioritized`, not `waiting`, and the jobs of a paused queue in `paused`.
+ */
+const QUEUE_STATES = ['waiting', 'prioritized', 'paused', 'delayed', 'active'] as const;
 const SECONDS_BUCKETS = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 const LATENESS_BUCKETS = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800];
+
+/** The priority label of a job with BullMQ's `opts.priority` (none, or 0, for a normal job). */
+export function jobPriority(priority: number | undefined): JobPriority {
+  return priority ? 'background' : 'normal';
+}
 
 /** The label of an attempt: the SSRF guard's refusal first (it also retries or fails), then the recorded result. */
 export function attemptLabel(outcome: Pick<SentAttempt, 'failure'>, result: RecordResult): AttemptLabel {
@@ -52,7 +66,7 @@ export class DispatcherMetrics {
   private readonly oldestDue: Gauge;
   private readonly pools: PoolGauges;
   private readonly duration: Histogram;
-  private readonly lateness: Histogram;
+  private readonly lateness: Histogram<'priority'>;
   private readonly autoDisabled: Counter;
   private readonly requeued: Counter<'kind'>;
   private readonly purgedRows: Counter<'table'>;
@@ -97,10 +111,12 @@ export class DispatcherMetrics {
     });
     this.lateness = new Histogram({
       name: 'svc_dispatcher_attempt_lateness_seconds',
-      help: 'How long after its due time an attempt was claimed',
+      help: 'How long after its due time an attempt was claimed, by the priority of its job: normal, or background (a recovery, behind all other work by design)',
+      labelNames: ['priority'],
       buckets: LATENESS_BUCKETS,
       registers: [registry],
     });
+    for (const priority of ['normal', 'background']) this.lateness.zero({ priority });
     this.autoDisabled = new Counter({
       name: 'svc_dispatcher_subscriptions_auto_disabled_total',
       help: 'Subscriptions disabled after too many consecutive permanently failed deliveries',
@@ -179,7 +195,7 @@ export class DispatcherMetrics {
     const metrics = this;
     new Gauge({
       name: 'svc_dispatcher_queue_jobs',
-      help: 'Jobs in the BullMQ queues, by queue and state (waiting, delayed, active); shared by every dispatcher',
+      help: 'Jobs in the BullMQ queues, by queue and state (waiting, prioritized, paused, delayed, active); shared by every dispatcher',
       labelNames: ['queue', 'state'],
       registers: [registry],
       async collect() {
@@ -224,11 +240,11 @@ export class DispatcherMetrics {
     this.recordRetries.inc();
   }
 
-  attemptFinished(outcome: Pick<SentAttempt, 'failure' | 'durationMs'>, result: RecordResult, lateMs: number): void {
+  attemptFinished(outcome: Pick<SentAttempt, 'failure' | 'durationMs'>, result: RecordResult, lateMs: number, priority: JobPriority = 'normal'): void {
     this.attempts.inc({ outcome: attemptLabel(outcome, result) });
     if (outcome.failure !== null) this.failures.inc({ class: outcome.failure });
     this.duration.observe(outcome.durationMs / 1000);
-    this.lateness.observe(Math.max(0, lateMs) / 1000);
+    this.lateness.observe({ priority }, Math.max(0, lateMs) / 1000);
     if (result.kind === 'failed' && result.disabledSubscription) this.autoDisabled.inc();
   }
 

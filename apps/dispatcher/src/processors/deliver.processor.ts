@@ -4,7 +4,7 @@ import { enqueueDeliveries, MAX_ATTEMPTS, removeDeliveryJobs, type Db, type Deli
 import { failDeliveryOfDisabledSubscription, type AttemptOutcome, type ClaimedAttempt, type RecordResult } from '@svc/core/dispatcher';
 import type { WebhookClient } from '../http/webhook-client.js';
 import type { AttemptBatches } from './attempt-batches.js';
-import type { DispatcherMetrics } from '../metrics/dispatcher-metrics.js';
+import { jobPriority, type DispatcherMetrics } from '../metrics/dispatcher-metrics.js';
 import type { FairSlots } from './fair-slots.js';
 import type { SigningSecrets } from './signing-secrets.js';
 import type { SubscriptionAccounts } from './subscription-accounts.js';
@@ -132,7 +132,7 @@ export function createDeliverProcessor(deps: DeliverDeps) {
       const signable = deps.signing.open(claim.attempt);
       const outcome = 'unavailable' in signable ? unsentOutcome(signable.unavailable) : await deps.client.send(signable.attempt);
       const result = await recordKnownOutcome(deps, claim.attempt, outcome, claimedFrom + deps.leaseMs - RECORD_DEADLINE_MARGIN_MS);
-      deps.metrics.attemptFinished(outcome, result, claim.attempt.lateMs);
+      deps.metrics.attemptFinished(outcome, result, claim.attempt.lateMs, jobPriority(job.opts.priority));
       // winston formats (timestamp, JSON) every entry before its transport drops it by level: an
       // info line per attempt cost ~2 % of the dispatcher's CPU under LOG_LEVEL=warn.
       if (deps.logger.isInfoEnabled()) {
