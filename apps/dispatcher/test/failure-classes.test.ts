@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { completeScan, createLogger, startMetricsServer, type MetricsServer } from '@svc/core';
 import { createSubscription } from '@svc/core/operator';
-import { freePort, httpGet, scrapeSample, uniqueTag } from '@svc/core/testing';
+import { freePort, httpGet, scrapeSample, uniqueTag, waitFor } from '@svc/core/testing';
 import { errorFailure, FAILURE_CLASSES, statusFailure } from '../src/http/attempt-failure.js';
 import { BlockedTargetError } from '../src/http/ssrf-guard.js';
 import { attemptsOf, producerOf, waitForDelivery } from './support/delivery-probe.js';
@@ -10,7 +10,11 @@ import { createHarness, seedTenant, type Harness } from './support/harness.js';
 
 /** Long enough that only attempt 1 happens during a test. */
 const LONG_DELAYS = Array(6).fill('600000').join(',');
-const TIMEOUT_MS = 1_000;
+/**
+ * Long enough that the in-process receiver's 503 always comes first on a loaded machine (at 1 s an
+ * attempt could time out before it answered); the hanging receiver costs this file that long.
+ */
+const TIMEOUT_MS = 5_000;
 
 const coded = (code: string, message = code) => Object.assign(new Error(message), { code });
 
@@ -92,14 +96,19 @@ describe('receivers that answer 503, whose name does not resolve, and that never
     const { eventId } = await completeScan(producerOf(h), { scanId: (await tenant.newScan()).id, score: 40 });
 
     const attempt1 = async (subscriptionId: string) => {
-      const delivery = await waitForDelivery(h, eventId, subscriptionId, (row) => row.attempt_count >= 1 && row.locked_until === null, 'attempt 1 to be recorded');
+      const delivery = await waitForDelivery(h, eventId, subscriptionId, (row) => row.attempt_count >= 1 && row.locked_until === null, 'attempt 1 to be recorded', TIMEOUT_MS + 15_000);
       return (await attemptsOf(h, delivery.id))[0]!;
     };
     expect(await attempt1(answers503.id)).toMatchObject({ status_code: 503, error: 'HTTP 503' });
     expect(await attempt1(unresolvable.id)).toMatchObject({ status_code: null, error: 'dns timeout' });
     expect(await attempt1(hangs.id)).toMatchObject({ status_code: null, error: 'timeout' });
 
-    const text = await scrape();
+    // The counters move just after each outcome is recorded: poll until the three are counted, then compare.
+    let text = '';
+    await waitFor(async () => {
+      text = await scrape();
+      return ['5xx', 'dns', 'timeout'].every((failure) => (failures(text, failure) ?? 0) >= 1) && (scrapeSample(text, 'svc_dispatcher_attempts_total', { outcome: 'retry' }) ?? 0) >= 3;
+    }, 10_000).catch(() => undefined);
     expect(failures(text, '5xx')).toBe(1);
     expect(failures(text, 'dns')).toBe(1);
     expect(failures(text, 'timeout')).toBe(1);

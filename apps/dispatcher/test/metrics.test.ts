@@ -95,9 +95,12 @@ describe('the dispatcher’s /metrics after real deliveries', () => {
     });
     await enqueueDeliveries(h.queues, [{ deliveryId, subscriptionId: sub.id, attempt: 1, delayMs: 3_600_000 }]);
 
-    const text = await scrape(server);
+    // A scrape reads Redis for at most 1 s and otherwise keeps the last value: poll for the delayed job.
+    const text = await waitFor(async () => {
+      const scraped = await scrape(server);
+      return (scrapeSample(scraped, 'svc_dispatcher_queue_jobs', { queue: 'deliver', state: 'delayed' }) ?? 0) >= 1 && scraped;
+    }, 10_000, 'the delayed job in the queue gauge');
 
-    expect(scrapeSample(text, 'svc_dispatcher_queue_jobs', { queue: 'deliver', state: 'delayed' })).toBeGreaterThanOrEqual(1);
     for (const queue of ['fanout', 'deliver']) {
       for (const state of ['waiting', 'prioritized', 'paused', 'delayed', 'active']) {
         expect(scrapeSample(text, 'svc_dispatcher_queue_jobs', { queue, state })).toEqual(expect.any(Number));
@@ -192,7 +195,11 @@ describe('the SSRF guard in /metrics', () => {
 
     await waitForDelivery(h, eventId, sub.id, (row) => row.status === 'failed', 'the blocked delivery to exhaust its attempts', 20_000);
 
-    const text = await dispatcher.metrics.registry.metrics();
+    // Counted just after the 7th outcome is recorded: poll for it, then compare.
+    const text = await waitFor(async () => {
+      const scraped = await dispatcher.metrics.registry.metrics();
+      return (scrapeSample(scraped, 'svc_dispatcher_attempt_duration_seconds_count') ?? 0) >= 7 && scraped;
+    }, 10_000, 'the 7 attempts to be counted');
     expect(scrapeSample(text, 'svc_dispatcher_attempts_total', { outcome: 'blocked' })).toBe(7);
     expect(scrapeSample(text, 'svc_dispatcher_attempts_total', { outcome: 'delivered' })).toBe(0);
     expect(h.receiver.requests).toHaveLength(0);
