@@ -16,6 +16,8 @@ FROM ${NODE_IMAGE} AS build
 WORKDIR /src
 COPY . .
 ARG SOURCE_COMMIT=""
+# swagger-ui-dist's dependency @scarf/scarf reports installs from its postinstall: not from our builds.
+ENV SCARF_ANALYTICS=false
 RUN npm ci --no-audit --no-fund \
  && SOURCE_COMMIT="${SOURCE_COMMIT}" node scripts/release.mjs --out /release
 
