@@ -1,5 +1,3 @@
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { type Browser, type Page } from 'playwright-core';
 import { completeAiMonitorRun, completeScan } from '@svc/core';
@@ -8,7 +6,7 @@ import { seedAccount, uniqueTag } from '@svc/core/testing';
 import { openApiDocument } from '../src/openapi/document.js';
 import type { CodeSample, OpenApiOperation, OpenApiParameter, OpenApiPathItem } from '../src/openapi/openapi-types.js';
 import { launchChromium } from './browser.js';
-import { createTestApi, type TestApi } from './support.js';
+import { createTestApi, listen, type ListeningApi, type TestApi } from './support.js';
 
 /**
  * /docs as a customer uses it: Chromium opens the reference the API serves, authorizes with an
@@ -46,7 +44,7 @@ const operations: ApiOperation[] = Object.entries(openApiDocument.paths as Recor
   .sort((a, b) => ORDER[a.method] - ORDER[b.method]);
 
 let api: TestApi;
-let server: Server;
+let listening: ListeningApi | undefined;
 let browser: Browser;
 let origin: string;
 let key: string;
@@ -68,17 +66,13 @@ beforeAll(async () => {
   await api.db('deliveries').where({ id: delivery.id }).update({ status: 'failed', next_attempt_at: null, finished_at: api.db.fn.now() });
   values = { siteId: site.id, scanId: scan.id, subscriptionId: subscription.id, deliveryId: delivery.id };
 
-  server = createServer(api.app);
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  listening = await listen(api);
+  origin = listening.base;
   browser = await launchChromium();
 });
 afterAll(async () => {
   await browser?.close();
-  if (server) {
-    server.closeAllConnections();
-    await new Promise<void>((resolve) => server.close(() => resolve()));
-  }
+  await listening?.close();
   await api?.close();
 });
 

@@ -1,5 +1,5 @@
 import { mkdirSync, readFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
+import { createServer } from 'node:http';
 import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -10,7 +10,7 @@ import { createApiKey, createSettingsLink, createSubscription, listApiKeys } fro
 import { uniqueTag, waitFor } from '@svc/core/testing';
 import { createHarness, seedTenant, waitForDelivery, type DeliveryRow, type Harness } from '@svc/dispatcher/test-support';
 import { apiOn } from './delivery-stories.js';
-import type { TestApi } from './support.js';
+import { listen, type ListeningApi, type TestApi } from './support.js';
 import { launchChromium } from './browser.js';
 
 /**
@@ -29,7 +29,7 @@ const WHEN = /^\d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC$/;
 
 let h: Harness;
 let api: TestApi;
-let server: Server;
+let listening: ListeningApi | undefined;
 let browser: Browser;
 /** The API as the browser reaches it: localhost, a different site from 127.0.0.1. */
 let origin: string;
@@ -41,19 +41,15 @@ beforeAll(async () => {
   h = await createHarness();
   h.startDispatcher();
   api = apiOn(h);
-  server = createServer(api.app);
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
+  listening = await listen(api);
+  const { port } = listening;
   origin = `http://localhost:${port}`;
   direct = `http://127.0.0.1:${port}`;
   browser = await launchChromium();
 });
 afterAll(async () => {
   await browser?.close();
-  if (server) {
-    server.closeAllConnections();
-    await new Promise<void>((resolve) => server.close(() => resolve()));
-  }
+  await listening?.close();
   await api?.close();
   await h?.close();
 });
