@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { completeAiMonitorRun } from '@svc/core';
 import { seedAccount, seedSite, waitFor } from '@svc/core/testing';
-import { SiteVisibilityClient, SiteVisibilityError, type RetryInfo } from '../src/index.js';
+import { SiteVisibilityClient, type RetryInfo } from '../src/index.js';
 import { startAnswerLosingProxy, type AnswerLosingProxy } from './answer-losing-proxy.js';
-import { startApi, type ListeningApi } from './support.js';
+import { errorOf, startApi, type ListeningApi } from './support.js';
 
 let api: ListeningApi;
 let proxy: AnswerLosingProxy;
@@ -29,15 +29,6 @@ async function customer(extra: { maxRetries?: number; retryBaseDelayMs?: number 
 
 /** The proxy's record of the requests to a path, from index `from` on. */
 const requestsTo = (path: string, from = 0) => proxy.requests.slice(from).filter((r) => r.path === `/api/v1${path}`);
-
-async function errorOf(promise: Promise<unknown>): Promise<SiteVisibilityError> {
-  const outcome = await promise.then(
-    () => undefined,
-    (error: unknown) => error,
-  );
-  if (!(outcome instanceof SiteVisibilityError)) throw new Error(`expected a SiteVisibilityError, got ${String(outcome)}`);
-  return outcome;
-}
 
 describe('POST and PATCH retried with one Idempotency-Key, against the real API', () => {
   it('retries a create whose answer was lost with the same key, and the account has one subscription, answered with its secret', async () => {

@@ -3,7 +3,7 @@ import { completeAiMonitorRun, completeScan } from '@svc/core';
 import { markScanFailed, startScan } from '@svc/core/operator';
 import { seedAccount, seedSite } from '@svc/core/testing';
 import { SiteVisibilityClient, SiteVisibilityError, type ScanHistoryEntry } from '../src/index.js';
-import { startApi, type ListeningApi } from './support.js';
+import { errorOf, startApi, type ListeningApi } from './support.js';
 
 let api: ListeningApi;
 
@@ -24,15 +24,6 @@ async function customer(scopes: Parameters<typeof seedAccount>[1] = ['read:sites
 async function completedScan(siteId: string, score: number) {
   const scan = await startScan(api.db, siteId, { trigger: 'scheduled' });
   return (await completeScan(producer(), { scanId: scan.id, score, categories: [{ name: 'Performance', score: score / 2 }] })).scan;
-}
-
-async function errorOf(promise: Promise<unknown>): Promise<SiteVisibilityError> {
-  const outcome = await promise.then(
-    () => undefined,
-    (error: unknown) => error,
-  );
-  if (!(outcome instanceof SiteVisibilityError)) throw new Error(`expected a SiteVisibilityError, got ${String(outcome)}`);
-  return outcome;
 }
 
 describe('every read method against the real API', () => {

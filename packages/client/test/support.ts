@@ -5,6 +5,7 @@ import { createApp } from '@svc/api';
 import { contractChecked, drainContractViolations } from '@svc/api/test-support';
 import { createDb, createLogger, createQueues, createRedis, type Config, type Db, type Queues, type Redis } from '@svc/core';
 import { testConfig } from '@svc/core/testing';
+import { SiteVisibilityError } from '../src/index.js';
 
 // Every response the client's tests receive is held against the OpenAPI document too (issue 9 §3).
 afterEach(() => {
@@ -49,4 +50,14 @@ export async function startApi(overrides: Record<string, string> = {}): Promise<
       await db.destroy();
     },
   };
+}
+
+/** The SiteVisibilityError a call rejected with (fails the test when it resolved or threw anything else). */
+export async function errorOf(promise: Promise<unknown>): Promise<SiteVisibilityError> {
+  const outcome = await promise.then(
+    () => undefined,
+    (error: unknown) => error,
+  );
+  if (!(outcome instanceof SiteVisibilityError)) throw new Error(`expected a SiteVisibilityError, got ${String(outcome)}`);
+  return outcome;
 }
