@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { completeAiMonitorRun, completeScan } from '@svc/core';
 import { markScanFailed, startScan } from '@svc/core/operator';
 import { seedAccount, seedSite } from '@svc/core/testing';
-import { SiteVisibilityClient, SiteVisibilityError, type ScanHistoryEntry } from '../src/index.js';
+import { SiteVisibilityClient, type ScanHistoryEntry } from '../src/index.js';
 import { errorOf, startApi, type ListeningApi } from './support.js';
 
 let api: ListeningApi;
