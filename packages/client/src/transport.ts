@@ -1,3 +1,4 @@
+import { concatBytes } from './bytes.js';
 import { errorFor, SiteVisibilityError } from './errors.js';
 
 /**
@@ -287,13 +288,7 @@ async function readBounded(response: Response, maxBytes: number): Promise<string
     }
     chunks.push(value);
   }
-  const all = new Uint8Array(size);
-  let at = 0;
-  for (const chunk of chunks) {
-    all.set(chunk, at);
-    at += chunk.byteLength;
-  }
-  return new TextDecoder().decode(all);
+  return new TextDecoder().decode(concatBytes(chunks));
 }
 
 function parseRetryAfter(value: string | null): number | null {

@@ -1,3 +1,4 @@
+import { concatBytes } from '../bytes.js';
 import { WebhookVerificationError } from '../errors.js';
 import type { WebhookEvent } from './events.js';
 import { checkOptions, finiteOption, secretKeys, verifyWebhookDelivery, wholeNumberOption, type VerifyOptions, type WebhookSecrets } from './verify.js';
@@ -154,11 +155,5 @@ async function readRawBody(req: WebhookHandlerRequest, maxBytes: number): Promis
     if (size > maxBytes) return 'too-large';
     chunks.push(bytes);
   }
-  const all = new Uint8Array(size);
-  let offset = 0;
-  for (const chunk of chunks) {
-    all.set(chunk, offset);
-    offset += chunk.length;
-  }
-  return all;
+  return concatBytes(chunks);
 }

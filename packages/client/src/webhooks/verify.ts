@@ -3,6 +3,7 @@
 // so the same code runs in Node 20/22/24, Deno, Bun and Cloudflare Workers (and loads in a browser,
 // which only shows it needs nothing of Node: a webhook secret belongs on a server). The Node
 // handler (handler.ts) is built on it.
+import { concatBytes } from '../bytes.js';
 import { WebhookVerificationError } from '../errors.js';
 import type { WebhookEvent } from './events.js';
 
@@ -226,16 +227,6 @@ function base64Bytes(text: string): Uint8Array<ArrayBuffer> | undefined {
   return bytes;
 }
 
-function concat(parts: readonly Uint8Array[]): Uint8Array<ArrayBuffer> {
-  const all = new Uint8Array(parts.reduce((size, part) => size + part.length, 0));
-  let offset = 0;
-  for (const part of parts) {
-    all.set(part, offset);
-    offset += part.length;
-  }
-  return all;
-}
-
 /**
  * The promise a verifier returns, made to fail loudly when read as the result it resolves to: code
  * written for the synchronous verifier of 0.1.0 (`const event = verifyWebhook(…)`, then
@@ -291,7 +282,7 @@ async function verifyDelivery(rawBody: RawBody, headers: HeaderSource, secret: W
   const signatures = header(headers, 'webhook-signature');
   const standard = timestamp === undefined || signatures === undefined || id === undefined ? undefined : { id, timestamp, signatures };
   // The Standard Webhooks message: `${id}.${timestamp}.` followed by the raw body.
-  const standardMessage = standard ? concat([encoder.encode(`${standard.id}.${standard.timestamp}.`), body]) : undefined;
+  const standardMessage = standard ? concatBytes([encoder.encode(`${standard.id}.${standard.timestamp}.`), body]) : undefined;
   // Every secret is tried for every check, so the time taken does not tell which one signed.
   const macs = await Promise.all(secrets.map((key) => hmacs(key, standardMessage ? [body, standardMessage] : [body])));
 
@@ -376,7 +367,7 @@ async function readBody(request: WebhookRequest, maxBodyBytes: number): Promise<
     }
     chunks.push(value);
   }
-  return concat(chunks);
+  return concatBytes(chunks);
 }
 
 /** True when any check passed; every check was made, none skipped. */
