@@ -82,6 +82,7 @@ describe('Many requests with one uncached key at once', () => {
         if (/from "?api_keys"?/i.test(query.sql) && /^select/i.test(query.sql)) lookups.push(query.sql);
       };
       api.db.on('query', onQuery);
+      const generationBefore = unknownKeyCache.currentGeneration();
       const statuses = await Promise.all(
         Array.from({ length: 20 }, async () => {
           const res = await fetch(`${http.base}/api/v1/sites`, { headers: { authorization: `Bearer ${account.key}` } });
@@ -90,8 +91,12 @@ describe('Many requests with one uncached key at once', () => {
         }),
       );
       api.db.off('query', onQuery);
+      // A key created meanwhile anywhere in this database (other test files run beside this one)
+      // moves the generation, and a request that comes after it starts a lookup of its own.
+      const moves = unknownKeyCache.currentGeneration() - generationBefore;
       expect(statuses).toEqual(Array.from({ length: 20 }, () => 200));
-      expect(lookups).toHaveLength(1);
+      expect(lookups.length).toBeGreaterThanOrEqual(1);
+      expect(lookups.length).toBeLessThanOrEqual(1 + moves);
     } finally {
       await http.close();
       await api.close();
