@@ -244,7 +244,7 @@ async function main() {
   await resetDatabase(DATABASE_URL);
   const db = createDb(DATABASE_URL, { poolMax: 10 });
   redisAdmin = createRedis(REDIS_URL);
-  const queues = createQueues(createRedis(REDIS_URL, 'bullmq'), PREFIX);
+  const queues = createQueues(createRedis(REDIS_URL, 'bullmq'), PREFIX, 1);
   const machine = await machineInfo({ db, redis: redisAdmin, root: ROOT });
 
   const receiverHelper = await forkHelper('receiver', join(BENCH, 'receiver.mjs'), {
@@ -283,7 +283,7 @@ async function main() {
   const startDispatcher = async () => {
     dispatcher = spawnNode('dispatcher', 'apps/dispatcher/dist/src/main.js', { cwd: ROOT, logDir, cpuProfDir: profDir, env: serviceEnv() });
     const deadline = Date.now() + 30_000;
-    while ((await queues.delivery.getWorkersCount()) === 0 || (await queues.fanout.getWorkersCount()) === 0) {
+    while ((await queues.deliveries[0].getWorkersCount()) === 0 || (await queues.fanout.getWorkersCount()) === 0) {
       if (dispatcher.exitCode !== null) throw new Error(`dispatcher exited (${dispatcher.exitCode}):\n${tail(dispatcher.logPath)}`);
       if (Date.now() > deadline) throw new Error('dispatcher workers did not register within 30 s');
       await sleep(100);
@@ -427,7 +427,7 @@ async function main() {
     const startDispatcher = async (k) => {
       const child = spawnNode(`dispatcher-${k}`, 'apps/dispatcher/dist/src/main.js', { cwd: ROOT, logDir, cpuProfDir: profDir, env: serviceEnv({ METRICS_PORT: '0' }) });
       const deadline = Date.now() + 30_000;
-      while ((await queues.delivery.getWorkersCount()) < k || (await queues.fanout.getWorkersCount()) < k) {
+      while ((await queues.deliveries[0].getWorkersCount()) < k || (await queues.fanout.getWorkersCount()) < k) {
         if (child.exitCode !== null || Date.now() > deadline) throw new Error(`dispatcher ${k} did not start:\n${tail(child.logPath)}`);
         await sleep(100);
       }

@@ -97,7 +97,7 @@ export async function serviceThroughput({ db, receiver, publisher, n, publishCon
   let next = 0;
   // Backlog mode (case 2b): the queues are paused while the events are published, then resumed,
   // so the rate is the dispatchers' own (from the resume to the last receipt), not the publisher's.
-  if (backlogQueues) await Promise.all([backlogQueues.fanout.pause(), backlogQueues.delivery.pause()]);
+  if (backlogQueues) await Promise.all([backlogQueues.fanout.pause(), backlogQueues.deliveries[0].pause()]);
   let cpu0 = cpuSnapshot(pids);
   let machine0 = machineSnapshot();
   let xact0 = await commits(db);
@@ -116,7 +116,7 @@ export async function serviceThroughput({ db, receiver, publisher, n, publishCon
     machine0 = machineSnapshot();
     xact0 = await commits(db);
     t0 = nowMs();
-    await Promise.all([backlogQueues.fanout.resume(), backlogQueues.delivery.resume()]);
+    await Promise.all([backlogQueues.fanout.resume(), backlogQueues.deliveries[0].resume()]);
   }
   const got = await receiver.rpc('wait', { count: n, unique: true, timeoutMs: 180_000 });
   if (!got.reached) throw new Error(`throughput: only ${got.count} of ${n} deliveries received`);
@@ -243,7 +243,7 @@ export async function latencyRun({ db, receiver, publisher, queues, rate, durati
 /** Drops the queued work of these events: queued jobs removed, pending deliveries failed, events marked fanned out. */
 async function purgeBacklog(db, queues, eventIds) {
   await queues.fanout.drain(true);
-  await queues.delivery.drain(true);
+  await queues.deliveries[0].drain(true);
   await db('events').whereIn('id', eventIds).whereNull('fanned_out_at').update({ fanned_out_at: db.fn.now() });
   const purged = await db('deliveries')
     .whereIn('event_id', eventIds)
@@ -360,7 +360,7 @@ export async function neighbourRun({ db, receiver, queues, receiverUrl, noisySub
   await db('deliveries').whereIn('event_id', noisyEventIds).where({ status: 'pending' }).update({ status: 'failed', next_attempt_at: null, failure_reason: 'bench: neighbour dropped' });
   await receiver.rpc('release');
   await until(async () => {
-    const counts = await queues.delivery.getJobCounts('active', 'waiting', 'delayed');
+    const counts = await queues.deliveries[0].getJobCounts('active', 'waiting', 'delayed');
     return counts.active + counts.waiting + counts.delayed === 0;
   }, 30_000, 200);
   return { alone, beside, noisyOnTheWire: { atStart: held ? held.hanging : 0, atEnd: hanging }, valid: alone.missing === 0 && beside.missing === 0 };

@@ -52,7 +52,7 @@ export async function memoryRun({ db, redis, queues, prefix, fan, pending }) {
       [eventIds, fan.subscriptions, pending],
     );
     await sleep(300);
-    const delayedBefore = await queues.delivery.getDelayedCount();
+    const delayedBefore = await queues.deliveries[0].getDelayedCount();
     const before = await usedMemory(redis);
     const keysBefore = await keyBytes(redis, `${prefix}:deliver:*`);
     for (let k = 0; k < rows.length; k += 1_000) {
@@ -64,7 +64,7 @@ export async function memoryRun({ db, redis, queues, prefix, fan, pending }) {
     await sleep(300);
     const after = await usedMemory(redis);
     const keysAfter = await keyBytes(redis, `${prefix}:deliver:*`);
-    const delayed = (await queues.delivery.getDelayedCount()) - delayedBefore;
+    const delayed = (await queues.deliveries[0].getDelayedCount()) - delayedBefore;
     return {
       pending: rows.length,
       delayedJobs: delayed,
@@ -75,7 +75,7 @@ export async function memoryRun({ db, redis, queues, prefix, fan, pending }) {
       valid: delayed === rows.length,
     };
   } finally {
-    await queues.delivery.drain(true);
+    await queues.deliveries[0].drain(true);
     await db('events').whereIn('id', eventIds).del();
   }
 }

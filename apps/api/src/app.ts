@@ -1,5 +1,5 @@
 import express, { Router, type Express } from 'express';
-import { createSecretBox, type AuthenticatedKey, type Config, type Db, type Logger, type Queues, type Redis } from '@svc/core';
+import { createSecretBox, type AuthenticatedKey, type Config, type Db, type Logger, type Queues, type RedisClient } from '@svc/core';
 import { aiMonitorRoutes } from './ai-monitor/ai-monitor.routes.js';
 import { authenticate, rateLimit } from './auth/authenticate.js';
 import { KeyCache } from './auth/key-cache.js';
@@ -29,8 +29,8 @@ export interface AppDeps {
   config: Pick<Config, 'rateLimitPerMinute' | 'queuePrefix' | 'dbPoolMax' | 'secretsEncryptionKeys'> & Partial<Pick<Config, 'publicBaseUrl'>>;
   db: Db;
   /** A fast-failing connection (createRedis(url, 'fast-fail')): the limiter must not wait on an outage. */
-  redis: Redis;
-  queues: Pick<Queues, 'delivery'>;
+  redis: RedisClient;
+  queues: Pick<Queues, 'deliveries'>;
   logger: Logger;
   /** The key cache, when main.ts wires Postgres revocation notifications to it; else one of its own. */
   keyCache?: KeyCache;

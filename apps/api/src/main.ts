@@ -27,7 +27,7 @@ const redis = createRedis(config, 'fast-fail');
 redis.on('error', () => undefined); // reported by /readyz and the limiter's fallback log, not once per retry
 const queueRedis = createRedis(config, 'fast-fail');
 queueRedis.on('error', () => undefined);
-const queues = createQueues(queueRedis, config.queuePrefix);
+const queues = createQueues(queueRedis, config.queuePrefix, config.queueShards);
 
 // Give Redis a moment so the first requests share the limit instead of starting on the fallback.
 if (!(await waitForRedisReady(redis, 5_000))) {

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import request from 'supertest';
-import { createLogger, createRedis, type Redis } from '@svc/core';
+import { createLogger, createRedis, rateLimitWindowKey, type Redis } from '@svc/core';
 import { createApiKey } from '@svc/core/operator';
 import { seedAccount, TEST_REDIS_URL, uniqueTag, waitFor } from '@svc/core/testing';
 import { SlidingWindowLimiter } from '../src/rate-limit/sliding-window-limiter.js';
@@ -20,7 +20,7 @@ afterAll(async () => {
 const get = (target: TestApi, key: string) => request(target.app).get('/api/v1/webhooks').set(bearer(key));
 
 async function storedRequestCount(prefix: string, keyId: string): Promise<number> {
-  return api.redis.zcard(`${prefix}:rl:${keyId}`);
+  return api.redis.zcard(rateLimitWindowKey(prefix, keyId));
 }
 
 function expectRateLimited(res: request.Response): void {
@@ -256,7 +256,7 @@ describe('SlidingWindowLimiter on Redis', () => {
     const keyPrefix = `test-window-${uniqueTag()}`;
     const limiter = new SlidingWindowLimiter({ redis, limit, keyPrefix, logger, windowMs });
     const subject = 'key_window';
-    const setKey = `${keyPrefix}:rl:${subject}`;
+    const setKey = rateLimitWindowKey(keyPrefix, subject);
 
     expect((await limiter.consume(subject)).allowed).toBe(true);
     const [, oldestScore] = await redis.zrange(setKey, 0, 0, 'WITHSCORES');
@@ -304,6 +304,6 @@ describe('SlidingWindowLimiter on Redis', () => {
     );
 
     expect(decisions.filter((decision) => decision.allowed)).toHaveLength(10);
-    expect(await redis.zcard(`${keyPrefix}:rl:key_race`)).toBe(10);
+    expect(await redis.zcard(rateLimitWindowKey(keyPrefix, 'key_race'))).toBe(10);
   });
 });

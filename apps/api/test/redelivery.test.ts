@@ -138,9 +138,9 @@ describe('redelivery while Redis is away', () => {
     const { t, sub, eventId, original } = await exhaustedDelivery(path);
     h.receiver.answerWith(path, 200);
     const queueRedis = createUnreachableRedis();
-    const queues = createQueues(queueRedis, h.config.queuePrefix);
+    const queues = createQueues(queueRedis, h.config.queuePrefix, 1);
     queues.fanout.on('error', () => undefined);
-    queues.delivery.on('error', () => undefined);
+    queues.deliveries[0]!.on('error', () => undefined);
     const limiterRedis = createUnreachableRedis();
     const offline = createApp({
       config: testConfig({ DATABASE_URL: h.config.databaseUrl, QUEUE_PREFIX: h.config.queuePrefix }),

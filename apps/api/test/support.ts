@@ -13,6 +13,7 @@ import {
   type Db,
   type Queues,
   type Redis,
+  type RedisClient,
 } from '@svc/core';
 import { testConfig, waitFor } from '@svc/core/testing';
 import { ApiMetrics, createApp, KeyCache, KnownKeys, UnknownKeyCache } from '../src/app.js';
@@ -43,7 +44,7 @@ export interface TestApi {
   app: Express;
   config: Config;
   db: Db;
-  redis: Redis;
+  redis: RedisClient;
   queues: Queues;
   close(): Promise<void>;
 }
@@ -54,7 +55,7 @@ export interface TestApi {
  */
 export function createTestApi(
   overrides: Record<string, string> = {},
-  shared?: { db?: Db; redis?: Redis; metrics?: ApiMetrics; probeDb?: Db },
+  shared?: { db?: Db; redis?: RedisClient; metrics?: ApiMetrics; probeDb?: Db },
   caches?: TestCaches,
 ): TestApi {
   return assemble(overrides, shared, caches);
@@ -98,7 +99,7 @@ export async function createListeningTestApi(
 
 function assemble(
   overrides: Record<string, string>,
-  shared?: { db?: Db; redis?: Redis; metrics?: ApiMetrics; probeDb?: Db },
+  shared?: { db?: Db; redis?: RedisClient; metrics?: ApiMetrics; probeDb?: Db },
   caches: TestCaches = {},
   fixed?: Config,
 ): TestApi {
@@ -107,11 +108,11 @@ function assemble(
   const redis = shared?.redis ?? createRedis(config, 'fast-fail');
   redis.on('error', () => undefined);
   const queueRedis = createRedis(config, 'bullmq');
-  const queues = createQueues(queueRedis, config.queuePrefix);
+  const queues = createQueues(queueRedis, config.queuePrefix, 1);
   // Closing a test API whose queue connection is still connecting makes BullMQ emit
   // "Connection is closed"; with no listener that is an unhandled error failing an unrelated test.
   queues.fanout.on('error', () => undefined);
-  queues.delivery.on('error', () => undefined);
+  queues.deliveries[0]!.on('error', () => undefined);
   const logger = createLogger('error', { silent: true });
   const app = contractChecked(createApp({ config, db, redis, queues, logger, ...caches, ...(shared?.metrics ? { metrics: shared.metrics } : {}), ...(shared?.probeDb ? { probeDb: shared.probeDb } : {}) }));
   return {
@@ -123,7 +124,7 @@ function assemble(
     async close() {
       // A queue closed while its connection is still initialising makes BullMQ emit the failed
       // initialisation with no listener left: let both finish connecting first (Redis is up in tests).
-      await Promise.allSettled([queues.fanout.waitUntilReady(), queues.delivery.waitUntilReady()]);
+      await Promise.allSettled([queues.fanout.waitUntilReady(), queues.deliveries[0]!.waitUntilReady()]);
       await queues.close();
       queueRedis.disconnect();
       if (!shared?.redis) redis.disconnect();
@@ -152,7 +153,7 @@ export async function waitForIdlePool(db: Db): Promise<void> {
  * Resolves once the connection is up. A fast-fail limiter connection that is still connecting
  * refuses commands, and the limiter then counts in-process: tests of the shared count wait for this.
  */
-export async function whenRedisReady(redis: Redis): Promise<void> {
+export async function whenRedisReady(redis: RedisClient): Promise<void> {
   if (redis.status === 'ready') return;
   await new Promise<void>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`Redis not ready after 5 s (status ${redis.status})`)), 5_000);

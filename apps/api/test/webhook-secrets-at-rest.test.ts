@@ -165,11 +165,11 @@ describe('createApp and SECRETS_ENCRYPTION_KEY', () => {
       const redis = createRedis(config, 'fast-fail');
       redis.on('error', () => undefined);
       const queueRedis = createRedis(config, 'bullmq');
-      const queues = createQueues(queueRedis, config.queuePrefix);
+      const queues = createQueues(queueRedis, config.queuePrefix, 1);
       const app = createApp({ config, db, redis, queues, logger: capture.logger });
       await request(app).get('/healthz');
       built.push(capture.entries.filter((entry) => entry.message.startsWith('webhook secrets are stored in plain text')));
-      await Promise.allSettled([queues.fanout.waitUntilReady(), queues.delivery.waitUntilReady()]);
+      await Promise.allSettled([queues.fanout.waitUntilReady(), queues.deliveries[0]!.waitUntilReady()]);
       await queues.close();
       queueRedis.disconnect();
       redis.disconnect();

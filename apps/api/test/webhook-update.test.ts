@@ -63,7 +63,7 @@ describe('PATCH /api/v1/webhooks/{subscriptionId}', () => {
     // The retry's time comes: its queued job and its row both say it is due now.
     await h.db('deliveries').where({ id: failing.id }).update({ next_attempt_at: h.db.raw('now()') });
     // The retry is queued once its first attempt's outcome is recorded: wait for its job.
-    const retryJob = await waitFor(async () => (await h.queues.delivery.getDelayed()).find((job) => job.data.deliveryId === failing.id), 10_000, 'the retry job');
+    const retryJob = await waitFor(async () => (await h.queues.deliveries[0]!.getDelayed()).find((job) => job.data.deliveryId === failing.id), 10_000, 'the retry job');
     expect(retryJob.data.attempt).toBe(2);
     await retryJob.promote();
     const delivered = await waitForRow(h, failing.id, (r) => r.status === 'delivered', 'the retry to be delivered at the new url');

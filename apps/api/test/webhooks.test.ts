@@ -572,14 +572,14 @@ describe('DELETE /api/v1/webhooks/{subscriptionId}', () => {
     ]);
     await api.db('delivery_attempts').insert({ delivery_id: pendingId, n: 1, at: new Date(), status_code: 500, duration_ms: 12 });
     await enqueueDeliveries(api.queues, [{ deliveryId: pendingId, subscriptionId: sub.id, attempt: 2, delayMs: 60_000 }]);
-    expect(await api.queues.delivery.getJob(deliveryJobId(pendingId, 2))).toBeDefined();
+    expect(await api.queues.deliveries[0]!.getJob(deliveryJobId(pendingId, 2))).toBeDefined();
 
     const res = await request(api.app).delete(`/api/v1/webhooks/${sub.id}`).set(bearer(key));
 
     expect(res.status).toBe(200);
     expect(await api.db('deliveries').whereIn('id', [pendingId, deliveredId])).toEqual([]);
     expect(await api.db('delivery_attempts').where({ delivery_id: pendingId })).toEqual([]);
-    expect(await api.queues.delivery.getJob(deliveryJobId(pendingId, 2))).toBeUndefined();
+    expect(await api.queues.deliveries[0]!.getJob(deliveryJobId(pendingId, 2))).toBeUndefined();
     expect(await api.db('events').whereIn('id', [eventId, earlierEventId])).toHaveLength(2);
   });
 });

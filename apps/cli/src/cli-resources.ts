@@ -1,4 +1,4 @@
-import { createDb, createQueues, createRedis, createSecretBox, dbBoundsOf, loadConfig, SecretBox, type Config, type Db, type Logger, type ProducerDeps, type Queues, type Redis } from '@svc/core';
+import { createDb, createQueues, createRedis, createSecretBox, dbBoundsOf, loadConfig, SecretBox, type Config, type Db, type Logger, type ProducerDeps, type Queues, type RedisClient } from '@svc/core';
 import { type RedeliveryDeps } from '@svc/core/operator';
 import type { TextSink } from './cli-io.js';
 
@@ -14,7 +14,7 @@ const CLI_DB_POOL_MAX = 2;
 export class CliResources {
   private loadedConfig: Config | undefined;
   private openDb: Db | undefined;
-  private openRedis: Redis | undefined;
+  private openRedis: RedisClient | undefined;
   private openQueues: Queues | undefined;
 
   constructor(
@@ -58,7 +58,7 @@ export class CliResources {
   }
 
   /** The Redis connection of this run, opened on first use. */
-  redis(): Redis {
+  redis(): RedisClient {
     if (this.openRedis === undefined) {
       const redis = createRedis(this.config(), 'fast-fail');
       // A one-shot command has nothing to wait for: on the first connection error it stops
@@ -74,14 +74,14 @@ export class CliResources {
    * Both queues, opened (with Redis) when first touched, i.e. when a producer adds a job after its
    * commit: a command refused by the database, or an event no subscription wants, never connects to Redis.
    */
-  private queues(): Pick<Queues, 'fanout' | 'delivery'> {
-    const open = () => (this.openQueues ??= createQueues(this.redis(), this.config().queuePrefix));
+  private queues(): Pick<Queues, 'fanout' | 'deliveries'> {
+    const open = () => (this.openQueues ??= createQueues(this.redis(), this.config().queuePrefix, this.config().queueShards));
     return {
       get fanout() {
         return open().fanout;
       },
-      get delivery() {
-        return open().delivery;
+      get deliveries() {
+        return open().deliveries;
       },
     };
   }

@@ -55,9 +55,9 @@ describe('the svc bin', () => {
     expect(out).toMatchObject({ id: scanId, status: 'completed', score: 88 });
     const [delivery] = await db('deliveries').where({ event_id: out.eventId }).select('id');
     const redis = createRedis(TEST_REDIS_URL, 'bullmq');
-    const queues = createQueues(redis, prefix);
+    const queues = createQueues(redis, prefix, 1);
     try {
-      const job = await queues.delivery.getJob(deliveryJobId(delivery.id, 1));
+      const job = await queues.deliveries[0]!.getJob(deliveryJobId(delivery.id, 1));
       expect(job?.data).toMatchObject({ deliveryId: delivery.id, attempt: 1 });
     } finally {
       await queues.close();

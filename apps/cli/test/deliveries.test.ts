@@ -176,9 +176,9 @@ describe('svc deliveries redeliver', () => {
       redelivery_of: delivered.id,
     });
     const redis = createRedis(TEST_REDIS_URL, 'bullmq');
-    const queues = createQueues(redis, env.QUEUE_PREFIX!);
+    const queues = createQueues(redis, env.QUEUE_PREFIX!, 1);
     try {
-      const job = await queues.delivery.getJob(deliveryJobId(out.id!, 1));
+      const job = await queues.deliveries[0]!.getJob(deliveryJobId(out.id!, 1));
       expect(job?.data).toEqual({ deliveryId: out.id, subscriptionId, attempt: 1 });
       await job?.remove();
     } finally {

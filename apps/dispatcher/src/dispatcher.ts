@@ -1,5 +1,5 @@
 import { Worker } from 'bullmq';
-import { ATTEMPT_LEASE_MARGIN_MS, createQueues, createRedis, createSecretBox, endIfNeverReady, hasBeenReady, DELIVERY_QUEUE, FANOUT_QUEUE, type Config, type Db, type DeliveryJob, type FanoutJob, type Logger } from '@svc/core';
+import { ATTEMPT_LEASE_MARGIN_MS, createQueues, createRedis, createSecretBox, endIfNeverReady, hasBeenReady, FANOUT_QUEUE, type Config, type Db, type DeliveryJob, type FanoutJob, type Logger } from '@svc/core';
 import { type PurgeResult } from '@svc/core/dispatcher';
 import { checkReadiness, type Readiness } from './health/dispatcher-health.js';
 import { DispatcherMetrics } from './metrics/dispatcher-metrics.js';
@@ -11,6 +11,7 @@ import { createFanoutProcessor } from './processors/fanout.processor.js';
 import { FairSlots } from './processors/fair-slots.js';
 import { SigningSecrets } from './processors/signing-secrets.js';
 import { SubscriptionAccounts } from './processors/subscription-accounts.js';
+import { RetiredQueues } from './sweeps/retired-queues.js';
 import { Sweeper } from './sweeps/sweeper.js';
 
 /** A job whose worker died is handed to another after at most this long. */
@@ -44,7 +45,9 @@ export interface DispatcherDeps {
     | 'redisSentinels'
     | 'redisSentinelName'
     | 'redisSentinelAuth'
+    | 'redisCluster'
     | 'queuePrefix'
+    | 'queueShards'
     | 'webhookTimeoutMs'
     | 'webhookRetryDelaysMs'
     | 'webhookAllowPrivateTargets'
@@ -78,7 +81,7 @@ export interface Dispatcher {
   /** Stops taking jobs, lets attempts in flight finish, closes its Redis connections. The db is the caller's. */
   stop(): Promise<void>;
   readonly metrics: DispatcherMetrics;
-  /** What /readyz answers: Postgres and Redis answer, both workers run. */
+  /** What /readyz answers: Postgres and Redis answer, every worker runs. */
   readiness(): Promise<Readiness>;
   /** One retention purge now (the purger also runs one every minute on its own). */
   purgeHistory(): Promise<PurgeResult>;
@@ -96,7 +99,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
   for (const connection of [producerRedis, workerRedis]) {
     connection.on('error', (error: Error) => logger.warn('redis connection error', { error: error.message }));
   }
-  const queues = createQueues(producerRedis, config.queuePrefix);
+  const queues = createQueues(producerRedis, config.queuePrefix, config.queueShards);
   const metrics = deps.metrics ?? new DispatcherMetrics();
   const fair = slotsFor(config);
   const client = new WebhookClient({
@@ -132,41 +135,35 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
   // a connection that never becomes ready (sentinels unreachable or refusing the password) cannot be
   // closed cleanly — BullMQ drops its listeners on close while its wait for that connection can still
   // fail, an unhandled rejection in the process that stopped the dispatcher.
+  //
+  // One delivery worker per shard, all feeding the one processor and its FairSlots: the slots, the
+  // waiting line and the per-account and per-subscription parts are this process's, whichever shard
+  // a job came from. Each worker may take as many jobs as the whole process, so a busy shard never
+  // leaves a slot idle; the slots decide which attempt starts and send the rest back to their queue.
   const makeWorkers = (): Array<Worker<FanoutJob> | Worker<DeliveryJob>> => {
     const fanoutWorker = new Worker<FanoutJob>(FANOUT_QUEUE, createFanoutProcessor({ db, queues, logger }), {
       ...workerOptions,
       concurrency: FANOUT_CONCURRENCY,
     });
-    const deliveryWorker = new Worker<DeliveryJob>(
-      DELIVERY_QUEUE,
-      createDeliverProcessor({
-        db,
-        queues,
-        client,
-        signing,
-        slots,
-        accounts,
-        leaseMs,
-        batches,
-        logger,
-        metrics,
-      }),
-      { ...workerOptions, concurrency: fair.workerConcurrency },
+    const deliver = createDeliverProcessor({ db, queues, client, signing, slots, accounts, leaseMs, batches, logger, metrics });
+    const deliveryWorkers = queues.deliveries.map(
+      (queue) => new Worker<DeliveryJob>(queue.name, deliver, { ...workerOptions, concurrency: fair.workerConcurrency }),
     );
-    for (const worker of [fanoutWorker, deliveryWorker]) {
+    for (const worker of [fanoutWorker, ...deliveryWorkers]) {
       worker.on('failed', (job, error) => {
         logger.warn('job failed; the sweep will re-queue it when due', { queue: worker.name, jobId: job?.id, error: error.message });
       });
       worker.on('error', (error) => logger.warn('worker error', { queue: worker.name, error: error.message }));
     }
-    return [fanoutWorker, deliveryWorker];
+    return [fanoutWorker, ...deliveryWorkers];
   };
   let workers: ReturnType<typeof makeWorkers> = [];
   const startWorkers = () => {
     workers = makeWorkers();
     for (const worker of workers) void worker.run();
   };
-  const sweeper = new Sweeper({ db, queues, logger, webhookTimeoutMs: config.webhookTimeoutMs, metrics }, config.sweepIntervalMs);
+  const retired = new RetiredQueues({ redis: producerRedis, queues, prefix: config.queuePrefix, logger });
+  const sweeper = new Sweeper({ db, queues, logger, webhookTimeoutMs: config.webhookTimeoutMs, metrics, retired }, config.sweepIntervalMs);
   const retention = new RetentionPurger({ db, logger, retentionDays: config.deliveryRetentionDays, metrics });
 
   let stopped: Promise<void> | undefined;
@@ -189,7 +186,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
       else workerRedis.once('ready', startWorkers);
       sweeper.start();
       retention.start();
-      logger.info('dispatcher started', { concurrency: config.dispatcherConcurrency, prefix: config.queuePrefix });
+      logger.info('dispatcher started', { concurrency: config.dispatcherConcurrency, prefix: config.queuePrefix, shards: config.queueShards });
     },
     stop() {
       stopped ??= (async () => {

@@ -62,7 +62,7 @@ describe('auto-disabling a subscription at failureCount 100 (spec §3.2)', () =>
     const neighbour = await tenant.subscribe(okPath);
     await h.db('webhook_subscriptions').where({ id: failing.id }).update({ failure_count: 99 });
     const queuedId = await queueDeliveryForLater(h, tenant, failing.id, QUEUED_FOR_LATER_MS);
-    expect(await (await h.queues.delivery.getJob(`${queuedId}-1`))?.isDelayed()).toBe(true);
+    expect(await (await h.queues.deliveries[0]!.getJob(`${queuedId}-1`))?.isDelayed()).toBe(true);
 
     const { eventId } = await completeScan(producerOf(h), { scanId: (await tenant.newScan()).id, score: 9 });
     const exhausted = await waitForDelivery(h, eventId, failing.id, (row) => row.status !== 'pending', 'the 100th failure');
@@ -78,7 +78,7 @@ describe('auto-disabling a subscription at failureCount 100 (spec §3.2)', () =>
     expect(queued.finished_at).toBeInstanceOf(Date);
     expect(await attemptsOf(h, queuedId)).toEqual([]);
     expect(h.receiver.requests.filter((r) => r.headers['x-service-delivery-id'] === queuedId)).toEqual([]);
-    expect(await h.queues.delivery.getJob(`${queuedId}-1`)).toBeUndefined();
+    expect(await h.queues.deliveries[0]!.getJob(`${queuedId}-1`)).toBeUndefined();
 
     const later = await completeScan(producerOf(h), { scanId: (await tenant.newScan()).id, score: 10 });
     await waitForDelivery(h, later.eventId, neighbour.id, (row) => row.status === 'delivered', 'the later event to reach the other subscription');

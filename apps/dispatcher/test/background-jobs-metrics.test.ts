@@ -29,7 +29,7 @@ describe('background (prioritized) delivery jobs in the dispatcher’s metrics',
 
   it('counts prioritized jobs, and a paused queue’s jobs, in svc_dispatcher_queue_jobs, as a real BullMQ queue holds them', async () => {
     // Queues of their own (no worker takes from them), read by a metrics object as a dispatcher's is.
-    const queues = createQueues(h.redis, `${h.config.queuePrefix}-gauge`);
+    const queues = createQueues(h.redis, `${h.config.queuePrefix}-gauge`, 1);
     const metrics = new DispatcherMetrics();
     metrics.watch({ queues, db: h.db });
     const job = () => ({ deliveryId: newId('dlv'), subscriptionId: 'wh_gauge', attempt: 1, delayMs: 0 });
@@ -47,15 +47,15 @@ describe('background (prioritized) delivery jobs in the dispatcher’s metrics',
       await enqueueDeliveries(queues, [job(), job(), job()], { background: true });
       await enqueueDeliveries(queues, [job(), job()]);
       await enqueueDeliveries(queues, [{ ...job(), delayMs: 3_600_000 }]);
-      expect(await queues.delivery.getJobCounts('waiting', 'prioritized', 'delayed')).toEqual({ waiting: 2, prioritized: 3, delayed: 1, paused: 0 });
+      expect(await queues.deliveries[0]!.getJobCounts('waiting', 'prioritized', 'delayed')).toEqual({ waiting: 2, prioritized: 3, delayed: 1, paused: 0 });
 
       await settlesAt({ waiting: 2, prioritized: 3, paused: 0, delayed: 1, active: 0 });
 
       // A paused queue keeps its waiting jobs in `paused`; prioritized ones stay where they are.
-      await queues.delivery.pause();
+      await queues.deliveries[0]!.pause();
       await settlesAt({ waiting: 0, prioritized: 3, paused: 2, delayed: 1, active: 0 });
     } finally {
-      await queues.delivery.obliterate({ force: true });
+      await queues.deliveries[0]!.obliterate({ force: true });
       await queues.fanout.obliterate({ force: true });
       await queues.close();
     }

@@ -17,7 +17,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   // Nothing runs these jobs: drop them with the queue rather than leave them in Redis.
-  await h.queues.delivery.obliterate({ force: true });
+  await h.queues.deliveries[0]!.obliterate({ force: true });
   await h.close();
 });
 
@@ -53,7 +53,7 @@ async function activeSubscriptionsOf(accountId: string): Promise<string[]> {
 
 /** Every job id queued (waiting, not yet run) on the delivery queue. */
 async function queuedDeliveryJobIds(): Promise<Set<string>> {
-  const jobs = await h.queues.delivery.getJobs(['waiting', 'delayed', 'prioritized']);
+  const jobs = await h.queues.deliveries[0]!.getJobs(['waiting', 'delayed', 'prioritized']);
   return new Set(jobs.map((job) => String(job.id)));
 }
 

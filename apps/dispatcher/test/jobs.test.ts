@@ -49,7 +49,7 @@ describe('queue jobs carry ids only and do not pile up (architecture: secrets ne
     // Published before any dispatcher runs, so the producer's first-attempt job can be read as queued.
     const { eventId } = await completeScan(producerOf(h), { scanId: (await tenant.newScan()).id, score: 64 });
     const { id: deliveryId } = await h.db('deliveries').where({ event_id: eventId }).first('id');
-    const firstJob = await h.queues.delivery.getJob(`${deliveryId as string}-1`);
+    const firstJob = await h.queues.deliveries[0]!.getJob(`${deliveryId as string}-1`);
     expect(firstJob?.data).toEqual({ deliveryId, subscriptionId: sub.id, attempt: 1 });
     // The fan-out job of a wider account (ADR 11), as enqueueFanout makes it: the event's id only.
     await enqueueFanout(h.queues, eventId);
@@ -60,7 +60,7 @@ describe('queue jobs carry ids only and do not pile up (architecture: secrets ne
     ensureDispatcher();
     const delivery = await waitForDelivery(h, eventId, sub.id, (row) => row.attempt_count === 1 && row.locked_until === null, 'attempt 1 to be recorded');
     const retry = await waitFor(
-      async () => (await h.queues.delivery.getDelayed()).find((job) => job.data.deliveryId === delivery.id),
+      async () => (await h.queues.deliveries[0]!.getDelayed()).find((job) => job.data.deliveryId === delivery.id),
       5_000,
       'the delayed retry job',
     );
@@ -86,9 +86,9 @@ describe('queue jobs carry ids only and do not pile up (architecture: secrets ne
     const { eventId } = await completeScan(producerOf(h), { scanId: (await tenant.newScan()).id, score: 1 });
     const waiting = await waitForDelivery(h, eventId, sub.id, (row) => row.attempt_count === 1 && row.locked_until === null, 'attempt 1 to be recorded');
 
-    const position = await lastQueueEventId(h, h.queues.delivery);
+    const position = await lastQueueEventId(h, h.queues.deliveries[0]!);
     await enqueueDeliveries(h.queues, [{ deliveryId: waiting.id, subscriptionId: sub.id, attempt: 1, delayMs: 0 }]);
-    await waitForQueueEvent(h, h.queues.delivery, `${waiting.id}-1`, 'completed', position);
+    await waitForQueueEvent(h, h.queues.deliveries[0]!, `${waiting.id}-1`, 'completed', position);
 
     expect(h.receiver.to(path)).toHaveLength(1);
     expect(await attemptsOf(h, waiting.id)).toHaveLength(1);
@@ -110,19 +110,19 @@ describe('queue jobs carry ids only and do not pile up (architecture: secrets ne
     }
     // A job whose processor throws (Postgres rejects the NUL byte in the id) must not be kept as failed either.
     const fanoutPosition = await lastQueueEventId(h, h.queues.fanout);
-    const deliveryPosition = await lastQueueEventId(h, h.queues.delivery);
+    const deliveryPosition = await lastQueueEventId(h, h.queues.deliveries[0]!);
     const poisonedEventId = `evt_poison\u0000${uniqueTag()}`;
     const poisonedDeliveryId = `dlv_poison\u0000${uniqueTag()}`;
     await enqueueFanout(h.queues, poisonedEventId);
     await enqueueDeliveries(h.queues, [{ deliveryId: poisonedDeliveryId, subscriptionId: sub.id, attempt: 1, delayMs: 0 }]);
     await waitForQueueEvent(h, h.queues.fanout, poisonedEventId, 'failed', fanoutPosition);
-    await waitForQueueEvent(h, h.queues.delivery, `${poisonedDeliveryId}-1`, 'failed', deliveryPosition);
+    await waitForQueueEvent(h, h.queues.deliveries[0]!, `${poisonedDeliveryId}-1`, 'failed', deliveryPosition);
 
     expect(h.receiver.to(path)).toHaveLength(5);
-    expect(await h.queues.delivery.getJobCounts('completed', 'failed')).toEqual({ completed: 0, failed: 0 });
+    expect(await h.queues.deliveries[0]!.getJobCounts('completed', 'failed')).toEqual({ completed: 0, failed: 0 });
     expect(await h.queues.fanout.getJobCounts('completed', 'failed')).toEqual({ completed: 0, failed: 0 });
     expect(await h.queues.fanout.getJob(poisonedEventId)).toBeUndefined();
-    expect(await h.queues.delivery.getJob(`${poisonedDeliveryId}-1`)).toBeUndefined();
+    expect(await h.queues.deliveries[0]!.getJob(`${poisonedDeliveryId}-1`)).toBeUndefined();
     for (const eventId of eventIds) expect(await h.queues.fanout.getJob(eventId)).toBeUndefined();
   });
 });

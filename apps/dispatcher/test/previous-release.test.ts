@@ -1,9 +1,10 @@
 import { createHmac } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { completeAiMonitorRun, deliveryJobId, signStandardWebhook } from '@svc/core';
+import { Queue } from 'bullmq';
+import { completeAiMonitorRun, deliveryJobId, LEGACY_QUEUES, signStandardWebhook } from '@svc/core';
 import { recoverSubscriptionDeliveries, rotateSubscriptionSecret } from '@svc/core/operator';
 import { freePort, httpGet, TEST_REDIS_URL, uniqueTag, waitFor } from '@svc/core/testing';
-import { attemptsOf, lastQueueEventId, producerOf, waitForDelivery, waitForQueueEvent, type DeliveryRow } from './support/delivery-probe.js';
+import { attemptsOf, producerOf, waitForDelivery, type DeliveryRow } from './support/delivery-probe.js';
 import { createHarness, seedTenant, type Harness } from './support/harness.js';
 import { buildPreviousRelease, startDispatcherProcess, type DispatcherProcess, type PreviousRelease } from './support/previous-release.js';
 
@@ -70,15 +71,15 @@ describe("the previous release's dispatcher (ops/previous-release) during a roll
     expect(stored.previous_secret_expires_at.getTime()).toBeGreaterThan(Date.now());
     expect(rotated.secret).not.toBe(created.secret);
 
-    const queuedFrom = await lastQueueEventId(h, h.queues.delivery);
     const { eventId } = await completeAiMonitorRun(producerOf(h), { siteId: tenant.site.id, compositeScore: 73 });
     const delivery = await waitForDelivery(h, eventId, created.id, (row) => row.status !== 'pending', "the previous release's dispatcher to record the delivery", 30_000);
     expect(delivery).toMatchObject({ status: 'delivered', attempt_count: 1 });
     expect(await attemptsOf(h, delivery.id)).toEqual([expect.objectContaining({ n: 1, status_code: 200, error: null })]);
 
-    // It took the job the current producer queued (a small fan-out is the producer's own statement,
-    // which queues the first attempts): not work its sweep found in Postgres.
-    await waitForQueueEvent(h, h.queues.delivery, deliveryJobId(delivery.id, 1), 'completed', queuedFrom);
+    // The current producer queued the first attempt on a hash-tagged delivery shard, which the
+    // previous release does not work: its sweep found the delivery overdue in Postgres and sent it.
+    // The job is still queued; the last story has a current dispatcher run it, and it sends nothing.
+    expect(await h.queues.deliveries[0]!.getJobState(deliveryJobId(delivery.id, 1))).toBe('waiting');
 
     const arrivals = h.receiver.to(path);
     expect(arrivals).toHaveLength(1);
@@ -114,15 +115,15 @@ describe("the previous release's dispatcher (ops/previous-release) during a roll
 
     h.receiver.answerWith(path, 200);
     // The queue paused while the recovery queues its job, to see the job as the current code made it.
-    await h.queues.delivery.pause();
-    let queued: Awaited<ReturnType<typeof h.queues.delivery.getJob>>;
+    await h.queues.deliveries[0]!.pause();
+    let queued: Awaited<ReturnType<(typeof h.queues.deliveries)[number]['getJob']>>;
     try {
       const recovery = await recoverSubscriptionDeliveries(producerOf(h), tenant.accountId, sub.id, { since, until: new Date(Date.now() + 60_000), dryRun: false });
       expect(recovery.count).toBe(1);
       const [created] = (await h.db('deliveries').where({ redelivery_of: failed.id }).select('id')) as Array<{ id: string }>;
-      queued = await h.queues.delivery.getJob(deliveryJobId(created!.id, 1));
+      queued = await h.queues.deliveries[0]!.getJob(deliveryJobId(created!.id, 1));
     } finally {
-      await h.queues.delivery.resume();
+      await h.queues.deliveries[0]!.resume();
     }
     // A job only the current code queues: a prioritized (background) one.
     expect(queued?.opts.priority).toBeGreaterThan(0);
@@ -156,5 +157,27 @@ describe("the previous release's dispatcher (ops/previous-release) during a roll
     expect(lines.map((line) => line.message)).toEqual(expect.arrayContaining(['dispatcher started', 'dispatcher stopping: finishing attempts in flight', 'dispatcher stopped']));
     // Nothing on stderr either (an unhandled rejection, a Node warning).
     expect(old.stderr()).toBe('');
-  }, 30_000);
+
+    // The upgrade's next step: a current dispatcher takes over. It runs the jobs the current code
+    // queued on its shard and moves what the previous release left on the queues as they were named
+    // before (`deliver`, `fanout`); every one of those attempts was made already, so none is sent again.
+    const legacy = new Queue(LEGACY_QUEUES.delivery, { connection: h.redis, prefix: h.config.queuePrefix });
+    try {
+      h.startDispatcher();
+      const emptied = await waitFor(
+        async () => {
+          const [shard, left] = await Promise.all([h.queues.deliveries[0]!.getJobCounts(), legacy.getJobCounts()]);
+          const total = Object.values(shard).reduce((sum, n) => sum + n, 0) + Object.values(left).reduce((sum, n) => sum + n, 0);
+          const forgotten = (await h.redis.sismember(`${h.config.queuePrefix}:queues`, LEGACY_QUEUES.delivery)) === 0;
+          return total === 0 && forgotten && { shard, left };
+        },
+        20_000,
+        'the current dispatcher to empty its shard and the queue named as before',
+      );
+      expect(emptied.shard).toMatchObject({ waiting: 0, delayed: 0, active: 0 });
+      for (const [path, arrivals] of arrivalsByPath) expect({ path, arrivals: h.receiver.to(path).length }).toEqual({ path, arrivals });
+    } finally {
+      await legacy.close();
+    }
+  }, 60_000);
 });

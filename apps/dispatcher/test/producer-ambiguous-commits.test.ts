@@ -97,7 +97,7 @@ describe('producer calls whose commit is ambiguous', () => {
     const deliveries = await h.db('deliveries').whereIn('event_id', eventIds).select('id', 'event_id', 'subscription_id', 'status');
     expect(deliveries.map((row) => row.event_id).sort()).toEqual([...eventIds].sort());
     expect(deliveries.every((row) => row.subscription_id === sub.id && row.status === 'pending')).toBe(true);
-    const jobs = await Promise.all(deliveries.map((row) => h.queues.delivery.getJob(deliveryJobId(row.id, 1))));
+    const jobs = await Promise.all(deliveries.map((row) => h.queues.deliveries[0]!.getJob(deliveryJobId(row.id, 1))));
     expect(jobs.map((job) => job?.data.deliveryId).sort()).toEqual(deliveries.map((row) => row.id).sort());
   });
 
@@ -195,7 +195,7 @@ describe('producer calls made with a logger of their own each', () => {
     const { logger, entries } = createCapturingLogger('warn');
     // Queues on a Redis connection that is closed: every enqueue fails at once.
     const redis = createRedis(h.config, 'bullmq');
-    const closed = createQueues(redis, h.config.queuePrefix);
+    const closed = createQueues(redis, h.config.queuePrefix, 1);
     await closed.close();
     redis.disconnect();
 

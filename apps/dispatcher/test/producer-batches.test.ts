@@ -67,7 +67,7 @@ describe('producer calls made together', () => {
     const deliveries = await h.db('deliveries').whereIn('event_id', eventIds).select('id', 'event_id', 'subscription_id', 'status', 'attempt_count');
     expect(deliveries.map((row) => row.event_id).sort()).toEqual([...eventIds].sort());
     expect(deliveries.every((row) => row.subscription_id === sub.id && row.status === 'pending' && row.attempt_count === 0)).toBe(true);
-    const jobs = await Promise.all(deliveries.map((row) => h.queues.delivery.getJob(deliveryJobId(row.id, 1))));
+    const jobs = await Promise.all(deliveries.map((row) => h.queues.deliveries[0]!.getJob(deliveryJobId(row.id, 1))));
     expect(jobs.map((job) => job?.data.deliveryId).sort()).toEqual(deliveries.map((row) => row.id).sort());
     // Nothing written for the missing site; the quiet tenant's runs have events but nothing to deliver.
     expect(await h.db('power_up_deployments').where({ site_id: 'site_missing' })).toEqual([]);

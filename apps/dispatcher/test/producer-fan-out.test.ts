@@ -38,7 +38,7 @@ describe('a producer fanning its event out in its own transaction', () => {
     expect(rows.map((row) => row.subscription_id)).toEqual([all.id, scans.id].sort());
     for (const row of rows) {
       expect(row).toMatchObject({ status: 'pending', attempt_count: 0, redelivery_of: null });
-      const job = await h.queues.delivery.getJob(`${row.id}-1`);
+      const job = await h.queues.deliveries[0]!.getJob(`${row.id}-1`);
       expect(job?.data).toEqual({ deliveryId: row.id, subscriptionId: row.subscription_id, attempt: 1 });
       expect(job?.opts.delay ?? 0).toBe(0);
     }

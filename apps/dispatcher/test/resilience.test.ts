@@ -102,11 +102,11 @@ describe('partial loss of Redis state', () => {
     h.startDispatcher();
     await completeAiMonitorRun({ db: h.db, queues: h.queues }, { siteId: tenant.site.id, compositeScore: 9 });
     const delivery = await waitFor(async () => (await h.db('deliveries').where({ subscription_id: sub.id, attempt_count: 1 }).first()) ?? false);
-    await waitFor(async () => (await h.queues.delivery.getJobState(deliveryJobId(delivery.id, 2))) === 'delayed');
+    await waitFor(async () => (await h.queues.deliveries[0]!.getJobState(deliveryJobId(delivery.id, 2))) === 'delayed');
 
-    await h.redis.del(h.queues.delivery.toKey('delayed'));
+    await h.redis.del(h.queues.deliveries[0]!.toKey('delayed'));
 
-    expect(await h.queues.delivery.getJobState(deliveryJobId(delivery.id, 2))).toBe('unknown');
+    expect(await h.queues.deliveries[0]!.getJobState(deliveryJobId(delivery.id, 2))).toBe('unknown');
     const settled = await waitFor(
       async () => {
         const row = await h.db('deliveries').where({ id: delivery.id }).first();

@@ -71,7 +71,7 @@ describe('retrying a delivery (spec §3.3, §6.3) with the fast test schedule', 
 
     expect(h.receiver.to(path)).toHaveLength(7);
     expect(await attemptsOf(h, delivery.id)).toHaveLength(7);
-    const queued = await h.queues.delivery.getJobs(['waiting', 'delayed', 'active', 'prioritized']);
+    const queued = await h.queues.deliveries[0]!.getJobs(['waiting', 'delayed', 'active', 'prioritized']);
     expect(queued.filter((job) => job.data.deliveryId === delivery.id)).toEqual([]);
     expect(await h.db('deliveries').where({ id: delivery.id }).first()).toMatchObject({ status: 'failed', attempt_count: 7 });
   });
@@ -113,10 +113,10 @@ describe('retrying a delivery (spec §3.3, §6.3) with the fast test schedule', 
     const subscriptionBefore = await subscriptionRow(h, sub.id);
 
     const jobId = `${delivered.id}-1`;
-    expect(await h.queues.delivery.getJob(jobId)).toBeUndefined();
-    const streamPosition = await lastQueueEventId(h, h.queues.delivery);
+    expect(await h.queues.deliveries[0]!.getJob(jobId)).toBeUndefined();
+    const streamPosition = await lastQueueEventId(h, h.queues.deliveries[0]!);
     await enqueueDeliveries(h.queues, [{ deliveryId: delivered.id, subscriptionId: sub.id, attempt: 1, delayMs: 0 }]);
-    await waitForQueueEvent(h, h.queues.delivery, jobId, 'completed', streamPosition);
+    await waitForQueueEvent(h, h.queues.deliveries[0]!, jobId, 'completed', streamPosition);
     await sendCanary(h);
 
     expect(h.receiver.to(path)).toHaveLength(1);

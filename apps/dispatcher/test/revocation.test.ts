@@ -27,7 +27,7 @@ describe('revoking a subscription', () => {
     // The retry's job is queued just after the outcome commits: wait for it, so that revoking has a
     // queued retry to cancel. (A job queued after the revocation finds no delivery and sends
     // nothing: the canary below covers that order.)
-    await waitFor(async () => (await h.queues.delivery.getJob(deliveryJobId(delivery.id, 2))) ?? false);
+    await waitFor(async () => (await h.queues.deliveries[0]!.getJob(deliveryJobId(delivery.id, 2))) ?? false);
 
     await revoke(tenant.accountId, sub.id);
     const sentBeforeReturn = h.receiver.to('/fail/revoked').length;
@@ -35,7 +35,7 @@ describe('revoking a subscription', () => {
     expect(await h.db('webhook_subscriptions').where({ id: sub.id }).first()).toBeUndefined();
     expect(await h.db('deliveries').where({ subscription_id: sub.id })).toHaveLength(0);
     expect(await h.db('delivery_attempts').where({ delivery_id: delivery.id })).toHaveLength(0);
-    expect(await h.queues.delivery.getJob(deliveryJobId(delivery.id, 2))).toBeUndefined();
+    expect(await h.queues.deliveries[0]!.getJob(deliveryJobId(delivery.id, 2))).toBeUndefined();
     // A canary on the same schedule needs three more retry delays; by then a surviving retry would have fired.
     const canary = await seedTenant(h);
     await canary.subscribe('/flaky/3/canary', ['ai_check.completed']);

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { completeAiMonitorRun, createRedis, DELIVERY_QUEUE, deliveryJobId, Redis } from '@svc/core';
+import { completeAiMonitorRun, createRedis, deliveryQueueName, deliveryJobId, Redis } from '@svc/core';
 import { createCapturingLogger, freePort, testConfig, uniqueTag, waitFor } from '@svc/core/testing';
 import { producerOf } from './support/delivery-probe.js';
 import { createHarness, seedTenant, type Harness } from './support/harness.js';
@@ -132,7 +132,7 @@ describe('Redis through Sentinels that require a password (REDIS_SENTINEL_PASSWO
     // Published before any dispatcher runs: the job can only be on the master if the producer put it there.
     const { eventId } = await completeAiMonitorRun({ ...producerOf(h), logger: producerLog.logger }, { siteId: tenant.site.id, compositeScore: 64 });
     const { id: deliveryId } = (await h.db('deliveries').where({ event_id: eventId }).first('id')) as { id: string };
-    const jobKey = `${h.config.queuePrefix}:${DELIVERY_QUEUE}:${deliveryJobId(deliveryId, 1)}`;
+    const jobKey = `${h.config.queuePrefix}:${deliveryQueueName(0, 1)}:${deliveryJobId(deliveryId, 1)}`;
     const queuedOnMaster = await waitFor(async () => (await ask(masterPort, undefined, 'EXISTS', jobKey)) === 1, 10_000, 'the first attempt to be queued on the master');
     // No sentinel settings passed: the harness hands the dispatcher its own, password included.
     const dispatcher = h.startDispatcher();

@@ -1,6 +1,6 @@
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { completeAiMonitorRun } from '@svc/core';
+import { completeAiMonitorRun, rateLimitWindowKey } from '@svc/core';
 import { freePort, seedAccount, uniqueTag, waitFor } from '@svc/core/testing';
 import { producerOf } from './support/delivery-probe.js';
 import { createHarness, seedTenant, type Harness } from './support/harness.js';
@@ -153,7 +153,7 @@ describe('Redis through Sentinel', () => {
     for (let i = 1; i < LIMIT + 1; i++) answers.push((await apiGet('/api/v1/sites', fresh.key)).status);
     expect(answers.slice(0, LIMIT)).toEqual(Array(LIMIT).fill(200));
     expect(answers[LIMIT]).toBe(429);
-    const counted = await cluster.onNode(cluster.replicaPort, (redis) => redis.zcard(`${h.config.queuePrefix}:rl:${fresh.keyId}`));
+    const counted = await cluster.onNode(cluster.replicaPort, (redis) => redis.zcard(rateLimitWindowKey(h.config.queuePrefix, fresh.keyId)));
     expect(counted).toBe(LIMIT);
     expect(oldMaster).not.toBe(cluster.replicaPort);
 

@@ -29,7 +29,7 @@ export async function startApi(overrides: Record<string, string> = {}): Promise<
   const redis: Redis = createRedis(config.redisUrl, 'fast-fail');
   redis.on('error', () => undefined);
   const queueRedis = createRedis(config.redisUrl, 'bullmq');
-  const queues = createQueues(queueRedis, config.queuePrefix);
+  const queues = createQueues(queueRedis, config.queuePrefix, 1);
   const app = contractChecked(createApp({ config, db, redis, queues, logger: createLogger('error', { silent: true }) }));
   const server = createServer(app);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -43,7 +43,7 @@ export async function startApi(overrides: Record<string, string> = {}): Promise<
     async close() {
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
-      await Promise.allSettled([queues.fanout.waitUntilReady(), queues.delivery.waitUntilReady()]);
+      await Promise.allSettled([queues.fanout.waitUntilReady(), queues.deliveries[0]!.waitUntilReady()]);
       await queues.close();
       queueRedis.disconnect();
       redis.disconnect();

@@ -49,6 +49,14 @@ export interface Config {
    * and REDIS_SENTINEL_USERNAME. Never logged; the master's credentials stay in REDIS_URL.
    */
   readonly redisSentinelAuth: { readonly username: string | undefined; readonly password: string } | undefined;
+  /**
+   * REDIS_CLUSTER_NODES (seed nodes), REDIS_CLUSTER_TLS, REDIS_USERNAME and REDIS_PASSWORD: when
+   * set, every Redis connection is to this Redis Cluster instead of REDIS_URL. The credentials and
+   * TLS apply to every node. Never logged.
+   */
+  readonly redisCluster: RedisClusterConfig | undefined;
+  /** DISPATCHER_QUEUE_SHARDS: delivery queues, each under its own hash tag; a subscription's attempts all go to one. */
+  readonly queueShards: number;
   /** The API's HTTP server bounds (apps/api/src/http/server.ts); docs/operations.md "Limits". */
   readonly apiHeadersTimeoutMs: number;
   readonly apiRequestTimeoutMs: number;
@@ -58,6 +66,16 @@ export interface Config {
   /** SECRETS_ENCRYPTION_KEY: the keys webhook secrets are sealed with at rest, newest first; empty: stored in plain text. */
   readonly secretsEncryptionKeys: readonly EncryptionKey[];
 }
+
+export interface RedisClusterConfig {
+  readonly nodes: ReadonlyArray<{ readonly host: string; readonly port: number }>;
+  readonly tls: boolean;
+  readonly username: string | undefined;
+  readonly password: string | undefined;
+}
+
+/** The most delivery queue shards a deployment may run (each costs every dispatcher a blocking connection). */
+export const MAX_QUEUE_SHARDS = 256;
 
 /** METRICS_PORT's default per process: a second kind on one host must not collide with the first. */
 export const DEFAULT_API_METRICS_PORT = 9464;
@@ -195,6 +213,8 @@ export function loadConfig(env: Env = process.env): Config {
     redisSentinels: parseSentinels(env),
     redisSentinelName: parseSentinelName(env),
     redisSentinelAuth: parseSentinelAuth(env),
+    redisCluster: parseRedisCluster(env),
+    queueShards: parseInteger(env, 'DISPATCHER_QUEUE_SHARDS', 1, 1, MAX_QUEUE_SHARDS),
     ...parseApiServer(env),
     secretsEncryptionKeys: parseSecretsEncryptionKeys(env),
   };
@@ -247,17 +267,7 @@ function parseQueuePrefix(env: Env): string {
 
 /** REDIS_SENTINELS: `host:port[,host:port…]`; unset means REDIS_URL is used directly. */
 function parseSentinels(env: Env): Array<{ host: string; port: number }> | undefined {
-  const raw = read(env, 'REDIS_SENTINELS', '');
-  if (raw === '') return undefined;
-  const sentinels = raw.split(',').map((part) => {
-    const match = /^\[?([^\s\[\]]+?)\]?:(\d{1,5})$/.exec(part.trim());
-    const port = Number(match?.[2]);
-    if (!match?.[1] || port < 1 || port > 65535) {
-      throw new ConfigError('REDIS_SENTINELS', `must list host:port pairs separated by commas (got "${part.trim()}")`);
-    }
-    return Object.freeze({ host: match[1], port });
-  });
-  return Object.freeze(sentinels) as Array<{ host: string; port: number }>;
+  return parseHostPorts(env, 'REDIS_SENTINELS');
 }
 
 function parseSentinelName(env: Env): string {
@@ -287,6 +297,50 @@ function parseSentinelAuth(env: Env): Config['redisSentinelAuth'] {
   }
   if (password.length > 4096) throw new ConfigError('REDIS_SENTINEL_PASSWORD', 'must be at most 4096 characters');
   return Object.freeze({ username, password });
+}
+
+/** host:port pairs separated by commas ("[v6]:port" for an IPv6 address). */
+function parseHostPorts(env: Env, name: string): Array<{ host: string; port: number }> | undefined {
+  const raw = read(env, name, '');
+  if (raw === '') return undefined;
+  const nodes = raw.split(',').map((part) => {
+    const match = /^\[?([^\s\[\]]+?)\]?:(\d{1,5})$/.exec(part.trim());
+    const port = Number(match?.[2]);
+    if (!match?.[1] || port < 1 || port > 65535) {
+      throw new ConfigError(name, `must list host:port pairs separated by commas (got "${part.trim()}")`);
+    }
+    return Object.freeze({ host: match[1], port });
+  });
+  return Object.freeze(nodes) as Array<{ host: string; port: number }>;
+}
+
+/**
+ * REDIS_CLUSTER_NODES with REDIS_CLUSTER_TLS, REDIS_USERNAME and REDIS_PASSWORD. A cluster and
+ * another way to Redis (REDIS_URL, the Sentinel variables) is a mix the process refuses, as it
+ * refuses cluster settings without REDIS_CLUSTER_NODES: one line names the variables, never a value.
+ */
+function parseRedisCluster(env: Env): RedisClusterConfig | undefined {
+  const nodes = parseHostPorts(env, 'REDIS_CLUSTER_NODES');
+  const set = (name: string) => env[name] !== undefined && env[name] !== '';
+  const clusterOnly = ['REDIS_CLUSTER_TLS', 'REDIS_USERNAME', 'REDIS_PASSWORD'].filter(set);
+  if (nodes === undefined) {
+    if (clusterOnly.length > 0) {
+      throw new ConfigError(clusterOnly.join(', '), `${clusterOnly.length > 1 ? 'are' : 'is'} set but REDIS_CLUSTER_NODES is not: ${clusterOnly.length > 1 ? 'they apply' : 'it applies'} to a Redis Cluster only (a single Redis takes its credentials and TLS from REDIS_URL)`);
+    }
+    return undefined;
+  }
+  const mixed = ['REDIS_URL', 'REDIS_SENTINELS', 'REDIS_SENTINEL_NAME', 'REDIS_SENTINEL_PASSWORD', 'REDIS_SENTINEL_USERNAME'].filter(set);
+  if (mixed.length > 0) {
+    throw new ConfigError('REDIS_CLUSTER_NODES', `and ${mixed.join(', ')} are both set: use a Redis Cluster (REDIS_CLUSTER_NODES) or a single Redis (REDIS_URL, with REDIS_SENTINELS for Sentinel), not both`);
+  }
+  const password = env.REDIS_PASSWORD === '' ? undefined : env.REDIS_PASSWORD;
+  const username = env.REDIS_USERNAME === '' ? undefined : env.REDIS_USERNAME;
+  if (username !== undefined && password === undefined) throw new ConfigError('REDIS_USERNAME', 'needs REDIS_PASSWORD too');
+  if (username !== undefined && !/^[\x21-\x7e]{1,256}$/.test(username)) {
+    throw new ConfigError('REDIS_USERNAME', 'must be 1-256 printable characters without spaces');
+  }
+  if (password !== undefined && password.length > 4096) throw new ConfigError('REDIS_PASSWORD', 'must be at most 4096 characters');
+  return Object.freeze({ nodes, tls: parseBoolean(env, 'REDIS_CLUSTER_TLS', false), username, password });
 }
 
 /** SECRETS_ENCRYPTION_KEY: comma-separated base64 keys of 32 bytes, newest first; the message never quotes them. */

@@ -1,36 +1,84 @@
-import { Redis, type RedisOptions } from 'ioredis';
-import type { Config } from './config.js';
+import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
+import type { Config, RedisClusterConfig } from './config.js';
 
-export { Redis };
-
-/** Where Redis is: REDIS_URL, or the master REDIS_SENTINEL_NAME as REDIS_SENTINELS report it. */
-export type RedisTarget = Pick<Config, 'redisUrl' | 'redisSentinels' | 'redisSentinelName' | 'redisSentinelAuth'>;
+export { Cluster, Redis };
 
 /**
- * A Redis connection; every process opens each of its connections here, so REDIS_SENTINELS
- * reaches all of them. `role: 'bullmq'` gives what BullMQ workers require (no per-command retry
- * limit); `role: 'fast-fail'` gives a connection that errors at once while Redis is away (or
- * failing over), for paths that must fall back instead of waiting.
+ * A connection to Redis, whichever way the deployment reaches it: one Redis (REDIS_URL, through
+ * Sentinel or not) or a Redis Cluster (REDIS_CLUSTER_NODES). Everything the service does with
+ * Redis works on both: each command or script touches the keys of one hash slot only.
  */
-export function createRedis(target: RedisTarget | string, role: 'bullmq' | 'fast-fail' | 'default' = 'default'): Redis {
-  const options: RedisOptions = { lazyConnect: false, ...(typeof target === 'string' ? {} : sentinelOptions(target)) };
-  if (role === 'bullmq') options.maxRetriesPerRequest = null;
+export type RedisClient = Redis | Cluster;
+
+/** Where Redis is: REDIS_URL, the master REDIS_SENTINEL_NAME as REDIS_SENTINELS report it, or the cluster REDIS_CLUSTER_NODES seeds. */
+export type RedisTarget = Pick<Config, 'redisUrl' | 'redisSentinels' | 'redisSentinelName' | 'redisSentinelAuth' | 'redisCluster'>;
+
+type RedisRole = 'bullmq' | 'fast-fail' | 'default';
+
+/**
+ * A Redis connection; every process opens each of its connections here, so REDIS_SENTINELS and
+ * REDIS_CLUSTER_NODES reach all of them. `role: 'bullmq'` gives what BullMQ workers require (no
+ * per-command retry limit); `role: 'fast-fail'` gives a connection that errors at once while Redis
+ * is away (or failing over), for paths that must fall back instead of waiting.
+ */
+export function createRedis(target: string, role?: RedisRole): Redis;
+export function createRedis(target: RedisTarget | string, role?: RedisRole): RedisClient;
+export function createRedis(target: RedisTarget | string, role: RedisRole = 'default'): RedisClient {
+  if (typeof target !== 'string' && target.redisCluster) return markReady(createCluster(target.redisCluster, role));
+  const options: RedisOptions = { lazyConnect: false, ...(typeof target === 'string' ? {} : sentinelOptions(target)), ...roleOptions(role) };
   if (role === 'fast-fail') {
-    options.maxRetriesPerRequest = 0;
     options.enableOfflineQueue = false;
-    options.commandTimeout = 500;
     options.retryStrategy = (times) => Math.min(times * 200, 2_000);
   }
-  const redis = typeof target !== 'string' && target.redisSentinels ? new Redis(options) : new Redis(typeof target === 'string' ? target : target.redisUrl, options);
+  return markReady(typeof target !== 'string' && target.redisSentinels ? new Redis(options) : new Redis(typeof target === 'string' ? target : target.redisUrl, options));
+}
+
+/** The per-command options of a role, the same for one Redis and for each node of a cluster. */
+function roleOptions(role: RedisRole): RedisOptions {
+  if (role === 'bullmq') return { maxRetriesPerRequest: null };
+  if (role === 'fast-fail') return { maxRetriesPerRequest: 0, commandTimeout: 500 };
+  return {};
+}
+
+/**
+ * A Redis Cluster client. Each node is reached with the same credentials and TLS; the slot map is
+ * read from the seeds and refreshed every second and on each MOVED, so a replica promoted by a
+ * failover takes its dead master's slots within about a second of the cluster agreeing on it.
+ * Commands sent meanwhile wait and retry (a 'fast-fail' connection fails them instead).
+ */
+function createCluster(cluster: RedisClusterConfig, role: RedisRole): Cluster {
+  const options: ClusterOptions = {
+    redisOptions: {
+      ...roleOptions(role),
+      ...(cluster.username !== undefined ? { username: cluster.username } : {}),
+      ...(cluster.password !== undefined ? { password: cluster.password } : {}),
+      // REDIS_CLUSTER_TLS: TLS to every node, checked against the name the node was reached by.
+      ...(cluster.tls ? { tls: {} } : {}),
+    },
+    slotsRefreshInterval: 1_000,
+    slotsRefreshTimeout: 1_000,
+    retryDelayOnFailover: 200,
+    retryDelayOnClusterDown: 200,
+    retryDelayOnTryAgain: 200,
+    clusterRetryStrategy: (times) => Math.min(times * 200, 2_000),
+    ...(role === 'fast-fail' ? { enableOfflineQueue: false } : {}),
+  };
+  return new Cluster(
+    cluster.nodes.map((node) => ({ host: node.host, port: node.port })),
+    options,
+  );
+}
+
+function markReady<T extends RedisClient>(redis: T): T {
   redis.once('ready', () => everReady.add(redis));
   return redis;
 }
 
 /** The connections createRedis made that have been ready at least once. */
-const everReady = new WeakSet<Redis>();
+const everReady = new WeakSet<RedisClient>();
 
 /** True once the connection (made by createRedis) has been ready at least once. */
-export function hasBeenReady(redis: Redis): boolean {
+export function hasBeenReady(redis: RedisClient): boolean {
   return everReady.has(redis);
 }
 
@@ -46,7 +94,7 @@ const END_WAIT_MS = 1_000;
  * the queue's own listener. A connection that was ever ready is left alone (its queues close
  * first, as usual).
  */
-export async function endIfNeverReady(redis: Redis): Promise<void> {
+export async function endIfNeverReady(redis: RedisClient): Promise<void> {
   if (everReady.has(redis) || redis.status === 'end') return;
   let timer: NodeJS.Timeout | undefined;
   const ended = new Promise<void>((resolve) => {
@@ -91,7 +139,7 @@ function sentinelOptions(target: RedisTarget): RedisOptions {
 }
 
 /** Resolves true once the connection is ready, false if it is not within the timeout. */
-export function waitForRedisReady(redis: Redis, timeoutMs: number): Promise<boolean> {
+export function waitForRedisReady(redis: RedisClient, timeoutMs: number): Promise<boolean> {
   if (redis.status === 'ready') return Promise.resolve(true);
   return new Promise((resolve) => {
     const timer = setTimeout(() => {
@@ -106,19 +154,58 @@ export function waitForRedisReady(redis: Redis, timeoutMs: number): Promise<bool
   });
 }
 
-/** True when Redis answers PING within the timeout (readiness checks: an outage must not hang them). */
-export async function pingRedis(redis: Redis, timeoutMs = 1_000): Promise<boolean> {
+/** What a cluster's readiness check saw: the cluster's own state and its masters that answered. */
+export interface RedisClusterHealth {
+  /** `cluster_state` as a master reports it: `ok` when every slot is served; `unknown` when no master answered. */
+  state: 'ok' | 'fail' | 'unknown';
+  /** The masters in this process's slot map, and how many of them answered PING in time. */
+  masters: number;
+  mastersAnswering: number;
+}
+
+export interface RedisHealth {
+  /** One Redis answered PING; for a cluster, every master answered and the cluster state is ok. */
+  ok: boolean;
+  /** Present for a Redis Cluster. */
+  cluster?: RedisClusterHealth;
+}
+
+/** Readiness of a Redis connection within the timeout (a check must not hang during an outage). */
+export async function redisHealth(redis: RedisClient, timeoutMs = 1_000): Promise<RedisHealth> {
+  if (!(redis instanceof Cluster)) return { ok: await withTimeout(redis.ping(), timeoutMs).then((answer) => answer === 'PONG', () => false) };
+  const masters = redis.nodes('master');
+  const [answers, info] = await Promise.all([
+    Promise.all(masters.map((node) => withTimeout(node.ping(), timeoutMs).then((answer) => answer === 'PONG', () => false))),
+    Promise.any(masters.map((node) => withTimeout(node.cluster('INFO') as Promise<string>, timeoutMs))).catch(() => undefined),
+  ]);
+  const reported = /cluster_state:(\w+)/.exec(info ?? '')?.[1];
+  const state = reported === 'ok' ? 'ok' : reported === undefined ? 'unknown' : 'fail';
+  const mastersAnswering = answers.filter(Boolean).length;
+  return { ok: masters.length > 0 && mastersAnswering === masters.length && state === 'ok', cluster: { state, masters: masters.length, mastersAnswering } };
+}
+
+/** Why Redis counts as down, in words (readiness reasons): for a cluster, its state and the masters that did not answer. */
+export function redisDownReason(cluster: RedisClusterHealth | undefined): string {
+  if (!cluster) return 'Redis does not answer';
+  if (cluster.masters === 0) return 'the Redis Cluster does not answer: no master is known';
+  const silent = cluster.masters - cluster.mastersAnswering;
+  return `the Redis Cluster is not ready: cluster_state ${cluster.state}${silent > 0 ? `, ${silent} of ${cluster.masters} masters do not answer` : ''}`;
+}
+
+/** True when Redis answers (redisHealth's verdict). */
+export async function pingRedis(redis: RedisClient, timeoutMs = 1_000): Promise<boolean> {
+  return (await redisHealth(redis, timeoutMs)).ok;
+}
+
+async function withTimeout<T>(promise: Promise<T>, timeoutMs: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   try {
-    const answer = await Promise.race([
-      redis.ping(),
+    return await Promise.race([
+      promise,
       new Promise<never>((_, reject) => {
         timer = setTimeout(() => reject(new Error('timeout')), timeoutMs);
       }),
     ]);
-    return answer === 'PONG';
-  } catch {
-    return false;
   } finally {
     clearTimeout(timer);
   }

@@ -15,7 +15,7 @@ const NO_DELIVERY = 'No delivery with this id exists for this webhook subscripti
 
 /** Issue 10: a subscription's delivery log, one delivery, and redelivery. */
 export function deliveriesRoutes(
-  deps: { db: Db; queues: Pick<Queues, 'delivery'>; logger: Pick<Logger, 'warn'>; secrets: SecretBox },
+  deps: { db: Db; queues: Pick<Queues, 'deliveries'>; logger: Pick<Logger, 'warn'>; secrets: SecretBox },
   router: Router = Router(),
 ): Router {
   const subscriptionId = requireIdShape('subscriptionId', NO_SUBSCRIPTION);

@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
-import { createProcessRegistry, pingDb, pingRedis, PoolGauges, type Db, type ProcessPools, type Redis } from '@svc/core';
+import { createProcessRegistry, pingDb, pingRedis, PoolGauges, type Db, type ProcessPools, type RedisClient } from '@svc/core';
 
 /** The error codes that mean a request's key was refused (spec §5): the auth-failure counter's only labels. */
 const AUTH_FAILURE_CODES = new Set(['unauthorized', 'invalid_key', 'insufficient_scope']);
@@ -18,7 +18,7 @@ export class ApiMetrics {
   private readonly authFailures: Counter<'code'>;
   private limiterFallback: () => boolean = () => false;
   private readonly pools: PoolGauges;
-  private dependencies: { db: Db; redis: Redis } | undefined;
+  private dependencies: { db: Db; redis: RedisClient } | undefined;
 
   constructor(registry: Registry = createProcessRegistry()) {
     this.registry = registry;
@@ -77,7 +77,7 @@ export class ApiMetrics {
   }
 
   /** What the dependency gauge pings at scrape time: the pool and Redis connection /readyz pings. */
-  watchDependencies(dependencies: { db: Db; redis: Redis }): void {
+  watchDependencies(dependencies: { db: Db; redis: RedisClient }): void {
     this.dependencies = dependencies;
   }
 

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { revokedKeyMarker, type Logger, type Redis } from '@svc/core';
+import { rateLimitWindowKey, revokedKeyMarker, type Logger, type RedisClient } from '@svc/core';
 
 /** Spec §7, §8: the window the per-key limit counts over. */
 export const RATE_LIMIT_WINDOW_MS = 60_000;
@@ -49,12 +49,12 @@ if oldest[2] then reset = tonumber(oldest[2]) + window end
 return {allowed, count, reset}
 `;
 
-type SlidingWindowRedis = Redis & {
+type SlidingWindowRedis = RedisClient & {
   slidingWindow(key: string, revokedMarker: string, limit: number, windowMs: number, member: string): Promise<[number, number, number]>;
 };
 
 export interface RateLimiterOptions {
-  redis: Redis;
+  redis: RedisClient;
   limit: number;
   keyPrefix: string;
   logger: Logger;
@@ -93,7 +93,7 @@ export class SlidingWindowLimiter {
     try {
       const member = `${this.memberPrefix}${(this.sequence++).toString(36)}`;
       const [allowed, count, reset] = await this.redis.slidingWindow(
-        `${this.options.keyPrefix}:rl:${subject}`,
+        rateLimitWindowKey(this.options.keyPrefix, subject),
         revokedKeyMarker(this.options.keyPrefix, subject),
         limit,
         this.windowMs,
@@ -127,8 +127,9 @@ export class SlidingWindowLimiter {
       const member = `${this.memberPrefix}${(this.sequence++).toString(36)}`;
       await Promise.race([
         this.redis.slidingWindow(
-          `${this.options.keyPrefix}:rl-probe:${this.memberPrefix}`,
-          `${this.options.keyPrefix}:rl-probe:none`,
+          // Both in one slot (the probe's own hash tag), as the script requires on a cluster.
+          `${this.options.keyPrefix}:rl-probe:{${this.memberPrefix}}`,
+          `${this.options.keyPrefix}:rl-probe:{${this.memberPrefix}}:none`,
           PROBE_LIMIT,
           PROBE_WINDOW_MS,
           member,

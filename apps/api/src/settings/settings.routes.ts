@@ -20,7 +20,7 @@ import {
   type Db,
   type Logger,
   type Queues,
-  type Redis,
+  type RedisClient,
   type SecretBox,
 } from '@svc/core';
 import { decodeDeliveryCursor, encodeDeliveryCursor } from '../deliveries/delivery-cursor.js';
@@ -46,8 +46,8 @@ import {
 export interface SettingsDeps {
   db: Db;
   /** Where a key's revocation is announced, as `svc keys revoke` does. */
-  redis: Redis;
-  queues: Pick<Queues, 'delivery'>;
+  redis: RedisClient;
+  queues: Pick<Queues, 'deliveries'>;
   logger: Pick<Logger, 'warn'>;
   /** Seals a new webhook secret as the API's other writes do. */
   secrets: SecretBox;

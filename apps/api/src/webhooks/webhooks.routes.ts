@@ -80,7 +80,7 @@ function presentSubscription(sub: SubscriptionListing) {
 
 /** Spec §4.3–§4.5. */
 export function webhooksRoutes(
-  deps: { db: Db; queues: Pick<Queues, 'delivery'>; logger: Pick<Logger, 'warn'>; secrets: SecretBox },
+  deps: { db: Db; queues: Pick<Queues, 'deliveries'>; logger: Pick<Logger, 'warn'>; secrets: SecretBox },
   router: Router = Router(),
 ): Router {
   const idempotent = idempotentRequest(deps);

@@ -1,8 +1,10 @@
-import { pingDb, pingRedis, type Db, type OperatorRoute, type Redis } from '@svc/core';
+import { pingDb, redisDownReason, redisHealth, type Db, type OperatorRoute, type RedisClient, type RedisClusterHealth } from '@svc/core';
 
 export interface Readiness {
   status: 'ready' | 'not_ready';
   checks: { postgres: 'ok' | 'down'; redis: 'ok' | 'down'; workers: 'running' | 'stopped'; claims: 'progressing' | 'stalled' };
+  /** On a Redis Cluster: its state and how many of its masters answered. */
+  redisCluster?: RedisClusterHealth;
   /** Present when not ready: each failing check in words, as the API's /readyz gives them. */
   reasons?: string[];
 }
@@ -15,22 +17,24 @@ export interface Readiness {
  */
 export async function checkReadiness(deps: {
   db: Db;
-  redis: Redis;
+  redis: RedisClient;
   workersRunning: () => boolean;
   claimsStalledForMs?: () => number;
 }): Promise<Readiness> {
-  const [postgres, redis] = await Promise.all([pingDb(deps.db), pingRedis(deps.redis)]);
+  const [postgres, health] = await Promise.all([pingDb(deps.db), redisHealth(deps.redis)]);
+  const redis = health.ok;
   const workers = deps.workersRunning();
   const stalledMs = deps.claimsStalledForMs?.() ?? 0;
   const reasons = [
     ...(postgres ? [] : ['PostgreSQL does not answer']),
-    ...(redis ? [] : ['Redis does not answer']),
+    ...(redis ? [] : [redisDownReason(health.cluster)]),
     ...(workers ? [] : ['the workers are not running (not started, or shutting down)']),
     ...(stalledMs > 0 ? [`a claim has waited ${Math.round(stalledMs / 1000)} s for Postgres: deliveries make no progress`] : []),
   ];
   return {
     status: reasons.length === 0 ? 'ready' : 'not_ready',
     checks: { postgres: postgres ? 'ok' : 'down', redis: redis ? 'ok' : 'down', workers: workers ? 'running' : 'stopped', claims: stalledMs > 0 ? 'stalled' : 'progressing' },
+    ...(health.cluster ? { redisCluster: health.cluster } : {}),
     ...(reasons.length === 0 ? {} : { reasons }),
   };
 }

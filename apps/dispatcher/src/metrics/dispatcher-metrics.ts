@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
-import { createProcessRegistry, pingDb, pingRedis, PoolGauges, readWithin, type Db, type Queues, type Redis } from '@svc/core';
+import { createProcessRegistry, pingDb, pingRedis, PoolGauges, readWithin, type Db, type Queues, type RedisClient } from '@svc/core';
 import { countPendingDeliveries, type RecordResult } from '@svc/core/dispatcher';
 import { FAILURE_CLASSES } from '../http/attempt-failure.js';
 import type { SentAttempt } from '../http/webhook-client.js';
@@ -25,11 +25,11 @@ export interface SlotCounts {
 
 /** Where the gauges read from at scrape time (createDispatcher gives them). */
 export interface MetricSources {
-  queues: Pick<Queues, 'fanout' | 'delivery'>;
+  queues: Pick<Queues, 'fanout' | 'deliveries'>;
   db: Db;
   slots?: SlotCounts;
   /** The Redis connection /readyz pings (the dependency gauge pings it too). */
-  redis?: Redis;
+  redis?: RedisClient;
   /** How long claims have waited with none answered (0 when none waits), as /readyz reads it. */
   claimsStalledForMs?: () => number;
 }
@@ -195,18 +195,20 @@ export class DispatcherMetrics {
     const metrics = this;
     new Gauge({
       name: 'svc_dispatcher_queue_jobs',
-      help: 'Jobs in the BullMQ queues, by queue and state (waiting, prioritized, paused, delayed, active); shared by every dispatcher',
+      help: 'Jobs in the BullMQ queues, by queue (fanout; deliver, summed over its shards) and state (waiting, prioritized, paused, delayed, active); shared by every dispatcher',
       labelNames: ['queue', 'state'],
       registers: [registry],
       async collect() {
         const queues = metrics.sources?.queues;
         if (!queues) return;
-        await Promise.all(
-          [queues.fanout, queues.delivery].map(async (queue) => {
-            const counts = await readWithin(SCRAPE_READ_MS, () => queue.getJobCounts(...QUEUE_STATES));
-            for (const state of QUEUE_STATES) if (counts) this.set({ queue: queue.name, state }, counts[state] ?? 0);
-          }),
-        );
+        // Labelled as before the queues were sharded and hash-tagged: `fanout`, and `deliver` summing every shard.
+        const read = (queue: (typeof queues.deliveries)[number] | typeof queues.fanout) => readWithin(SCRAPE_READ_MS, () => queue.getJobCounts(...QUEUE_STATES));
+        const [fanout, ...shards] = await Promise.all([read(queues.fanout), ...queues.deliveries.map(read)]);
+        if (fanout) for (const state of QUEUE_STATES) this.set({ queue: 'fanout', state }, fanout[state] ?? 0);
+        // A shard that did not answer in time leaves the sum at its last value rather than under-counting.
+        if (shards.every((counts) => counts !== undefined)) {
+          for (const state of QUEUE_STATES) this.set({ queue: 'deliver', state }, shards.reduce((sum, counts) => sum + (counts?.[state] ?? 0), 0));
+        }
       },
     });
     new Gauge({

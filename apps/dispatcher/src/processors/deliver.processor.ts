@@ -16,7 +16,7 @@ const MAX_RECORD_RETRY_MS = 500;
 
 export interface DeliverDeps {
   db: Db;
-  queues: Pick<Queues, 'delivery'>;
+  queues: Pick<Queues, 'deliveries'>;
   client: WebhookClient;
   /** Opens each claimed attempt's secrets before it is signed. */
   signing: SigningSecrets;
@@ -154,7 +154,7 @@ export function createDeliverProcessor(deps: DeliverDeps) {
         });
       } else if (result.kind === 'failed' && result.disabledSubscription) {
         deps.logger.warn('subscription auto-disabled after repeated permanent failures', { subscriptionId });
-        await removeDeliveryJobs(deps.queues, result.cancelled).catch(() => undefined);
+        await removeDeliveryJobs(deps.queues, subscriptionId, result.cancelled).catch(() => undefined);
       }
     } finally {
       slot.release();

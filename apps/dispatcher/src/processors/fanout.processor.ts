@@ -12,7 +12,7 @@ import { MicroBatcher } from '@svc/core/dispatcher';
 const FANOUT_BATCH = 100;
 
 /** Fans events out to their subscriptions and queues each first attempt; idempotent. */
-export function createFanoutProcessor(deps: { db: Db; queues: Pick<Queues, 'delivery'>; logger: Logger }) {
+export function createFanoutProcessor(deps: { db: Db; queues: Pick<Queues, 'deliveries'>; logger: Logger }) {
   const batcher = new MicroBatcher<string, void>(
     async (eventIds) => {
       const summary = await fanOutEventsInPages(deps.db, eventIds, async (page) => {

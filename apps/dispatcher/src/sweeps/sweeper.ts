@@ -1,6 +1,7 @@
-import { deliveryJobId, fanoutJobId, requeueUnlessLive, type Db, type Logger, type Queues } from '@svc/core';
+import { fanoutJobId, requeueDeliveriesUnlessLive, requeueUnlessLive, type Db, type Logger, type Queues } from '@svc/core';
 import { findEventsAwaitingFanout, findOverdueDeliveries, oldestDueDeliveryAgeSeconds, purgeAbandonedRevocations } from '@svc/core/dispatcher';
 import type { DispatcherMetrics } from '../metrics/dispatcher-metrics.js';
+import type { RetiredQueues } from './retired-queues.js';
 
 /** A due delivery without an attempt for this long may have lost its job. */
 const OVERDUE_AFTER_MS = 2_000;
@@ -14,6 +15,8 @@ export interface SweepDeps {
   logger: Logger;
   webhookTimeoutMs: number;
   metrics: Pick<DispatcherMetrics, 'swept' | 'oldestDueMeasured'>;
+  /** Moves jobs off queues no longer in use (an earlier shard count); absent, none are looked for. */
+  retired?: Pick<RetiredQueues, 'moveOnce'>;
 }
 
 /**
@@ -21,25 +24,24 @@ export interface SweepDeps {
  * longer holds: events not fanned out and due deliveries with no attempt on the wire, unless their
  * job (deterministic id) is still live. Returns how many jobs it queued again.
  */
-export async function sweepOnce(deps: SweepDeps): Promise<{ events: number; deliveries: number; purged: number }> {
+export async function sweepOnce(deps: SweepDeps): Promise<{ events: number; deliveries: number; purged: number; moved: number }> {
   // First, and from Postgres alone: while Redis is away the sweep fails below, and this is the figure that shows it.
   deps.metrics.oldestDueMeasured(await oldestDueDeliveryAgeSeconds(deps.db));
+  // Before the overdue check: a job moved here is live on its shard, not queued a second time.
+  const moved = (await deps.retired?.moveOnce()) ?? 0;
   const unfanned = await findEventsAwaitingFanout(deps.db, UNFANNED_AFTER_MS, BATCH);
   const events = await requeueUnlessLive(
     deps.queues.fanout,
     unfanned.map((eventId) => ({ name: 'f', data: { eventId }, jobId: fanoutJobId(eventId) })),
   );
   const overdue = await findOverdueDeliveries(deps.db, OVERDUE_AFTER_MS, BATCH);
-  const deliveries = await requeueUnlessLive(
-    deps.queues.delivery,
-    overdue.map((delivery) => ({ name: 'd', data: delivery, jobId: deliveryJobId(delivery.deliveryId, delivery.attempt) })),
-  );
+  const deliveries = await requeueDeliveriesUnlessLive(deps.queues, overdue);
   deps.metrics.swept({ events, deliveries });
   const purged = await purgeAbandonedRevocations(deps.db, deps.webhookTimeoutMs + 60_000);
   if (events || deliveries || purged) {
     deps.logger.info('sweep re-queued work Redis no longer held', { events, deliveries, purged });
   }
-  return { events, deliveries, purged };
+  return { events, deliveries, purged, moved };
 }
 
 /** Runs sweepOnce every interval, never two at once; stop() waits for a sweep in progress. */

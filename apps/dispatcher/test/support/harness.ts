@@ -1,4 +1,4 @@
-import { createDb, createLogger, createQueues, createRedis, SecretBox, type Config, type Db, type Logger, type Queues, type Redis } from '@svc/core';
+import { Cluster, createDb, createLogger, createQueues, createRedis, SecretBox, type Config, type Db, type Logger, type Queues, type RedisClient } from '@svc/core';
 import { createSite, createSubscription, startScan } from '@svc/core/operator';
 import { createIsolatedDatabase, seedAccount, testConfig, uniqueTag } from '@svc/core/testing';
 import { createDispatcher, type Dispatcher } from '../../src/dispatcher.js';
@@ -11,7 +11,7 @@ export const FAST_DELAYS = '40,40,40,40,40,40';
 export interface Harness {
   config: Config;
   db: Db;
-  redis: Redis;
+  redis: RedisClient;
   queues: Queues;
   receiver: Receiver;
   certificate: TestCertificate;
@@ -47,7 +47,7 @@ export async function createHarness(overrides: Record<string, string> = {}): Pro
   });
   const db = createDb(config.databaseUrl, { poolMax: 20 });
   const redis = createRedis(config, 'bullmq');
-  const queues = createQueues(redis, config.queuePrefix);
+  const queues = createQueues(redis, config.queuePrefix, config.queueShards);
   const certificate = makeCertificate();
   const receiver = await new Receiver(certificate).start();
   const logger = createLogger('error', { silent: true });
@@ -75,16 +75,7 @@ export async function createHarness(overrides: Record<string, string> = {}): Pro
       dispatchers.push(dispatcher);
       return dispatcher;
     },
-    async queueKeys() {
-      const keys: string[] = [];
-      let cursor = '0';
-      do {
-        const [next, batch] = await redis.scan(cursor, 'MATCH', `${config.queuePrefix}:*`, 'COUNT', 1000);
-        cursor = next;
-        keys.push(...batch);
-      } while (cursor !== '0');
-      return keys;
-    },
+    queueKeys: () => scanKeys(redis, `${config.queuePrefix}:*`),
     async close() {
       await Promise.all(dispatchers.map((dispatcher) => dispatcher.stop()));
       await receiver.close();
@@ -100,8 +91,8 @@ export async function createHarness(overrides: Record<string, string> = {}): Pro
 /** The harness's own settings as environment, so a dispatcher it starts reaches the same Postgres and Redis. */
 function overridesOf(config: Config): Record<string, string> {
   return {
-    REDIS_URL: config.redisUrl,
-    ...redisSentinelOverrides(config),
+    ...redisOverrides(config),
+    DISPATCHER_QUEUE_SHARDS: String(config.queueShards),
     WEBHOOK_RETRY_DELAYS_MS: config.webhookRetryDelaysMs.join(','),
     WEBHOOK_TIMEOUT_MS: String(config.webhookTimeoutMs),
     DISPATCHER_SWEEP_INTERVAL_MS: String(config.sweepIntervalMs),
@@ -123,11 +114,36 @@ export function secretsKeyOverrides(config: Pick<Config, 'secretsEncryptionKeys'
   return keys.length === 0 ? {} : { SECRETS_ENCRYPTION_KEY: keys.map((key) => key.bytes().toString('base64')).join(',') };
 }
 
-/** REDIS_SENTINELS and its companions, when the harness reaches Redis through sentinels. */
-function redisSentinelOverrides(config: Config): Record<string, string> {
-  if (!config.redisSentinels) return {};
+/** Every key matching the pattern: on a cluster, every master's. */
+export async function scanKeys(redis: RedisClient, pattern: string): Promise<string[]> {
+  const nodes = redis instanceof Cluster ? redis.nodes('master') : [redis];
+  const keys: string[] = [];
+  for (const node of nodes) {
+    let cursor = '0';
+    do {
+      const [next, batch] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
+      cursor = next;
+      keys.push(...batch);
+    } while (cursor !== '0');
+  }
+  return keys;
+}
+
+/** How the harness reaches Redis, as environment: a cluster's variables, or REDIS_URL with REDIS_SENTINELS and its companions. */
+function redisOverrides(config: Config): Record<string, string> {
+  const cluster = config.redisCluster;
+  if (cluster) {
+    return {
+      REDIS_CLUSTER_NODES: cluster.nodes.map(({ host, port }) => `${host}:${port}`).join(','),
+      REDIS_CLUSTER_TLS: String(cluster.tls),
+      ...(cluster.username !== undefined ? { REDIS_USERNAME: cluster.username } : {}),
+      ...(cluster.password !== undefined ? { REDIS_PASSWORD: cluster.password } : {}),
+    };
+  }
+  if (!config.redisSentinels) return { REDIS_URL: config.redisUrl };
   const auth = config.redisSentinelAuth;
   return {
+    REDIS_URL: config.redisUrl,
     REDIS_SENTINELS: config.redisSentinels.map(({ host, port }) => `${host.includes(':') ? `[${host}]` : host}:${port}`).join(','),
     REDIS_SENTINEL_NAME: config.redisSentinelName,
     ...(auth ? { REDIS_SENTINEL_PASSWORD: auth.password } : {}),

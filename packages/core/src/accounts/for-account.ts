@@ -1,7 +1,7 @@
 import type { Db } from '../db/knex.js';
 import type { Logger } from '../logger.js';
 import type { Queues } from '../queues/queues.js';
-import type { Redis } from '../redis.js';
+import type { RedisClient } from '../redis.js';
 import { createApiKey, listApiKeys } from '../keys/key.repository.js';
 import { revokeApiKeyEverywhere } from '../keys/key-revocation.js';
 import { getLatestAiMonitorRun } from '../ai-monitor/ai-run.repository.js';
@@ -17,14 +17,14 @@ import type { SecretBox } from '../secrets/secret-box.js';
 
 /** What a key's revocation needs beside the database: the Redis its announcement goes to. */
 export interface KeyRevocationDeps {
-  redis: Redis;
+  redis: RedisClient;
   /** QUEUE_PREFIX: the API's limiter reads the revocation marker under it. */
   prefix: string;
 }
 
 /** What the account's writes that queue jobs need beside the database. */
 export interface AccountQueueDeps {
-  queues: Pick<Queues, 'delivery'>;
+  queues: Pick<Queues, 'deliveries'>;
   logger?: Pick<Logger, 'warn'>;
 }
 

@@ -9,7 +9,7 @@ import { insertRedelivery, type RedeliveryInsert, type RedeliveryOwner } from '.
 /** What a redelivery needs: the database, the delivery queue, and a logger for a failed enqueue. */
 export interface RedeliveryDeps {
   db: Db;
-  queues: Pick<Queues, 'delivery'>;
+  queues: Pick<Queues, 'deliveries'>;
   logger?: Pick<Logger, 'warn'>;
 }
 

@@ -12,7 +12,7 @@ import { findRecordedCalls, produceWithEvents, type Produced, type ProducerInput
 /** What a producer needs: the database, both queues, and a logger for a failed enqueue. */
 export interface ProducerDeps {
   db: Db;
-  queues: Pick<Queues, 'fanout' | 'delivery'>;
+  queues: Pick<Queues, 'fanout' | 'deliveries'>;
   logger?: Pick<Logger, 'warn'>;
 }
 

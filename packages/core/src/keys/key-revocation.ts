@@ -1,5 +1,5 @@
 import type { Db } from '../db/knex.js';
-import { waitForRedisReady, type Redis } from '../redis.js';
+import { waitForRedisReady, type RedisClient } from '../redis.js';
 import { revokeApiKey } from './key.repository.js';
 
 /** API processes trust a key they looked up for at most this long without asking Postgres again. */
@@ -8,9 +8,18 @@ export const KEY_CACHE_TTL_MS = 30_000;
 const REVOCATION_MARKER_TTL_SECONDS = 24 * 60 * 60;
 const REDIS_READY_TIMEOUT_MS = 2_000;
 
-/** The Redis key whose existence says "this API key is revoked"; read by the API's limiter script. */
+/**
+ * The Redis key whose existence says "this API key is revoked"; read by the API's limiter script
+ * with the key's rate-limit window (rateLimitWindowKey), so both carry the key id as their hash
+ * tag: on a Redis Cluster they share a slot, and the one script reads both.
+ */
 export function revokedKeyMarker(prefix: string, keyId: string): string {
-  return `${prefix}:revoked-key:${keyId}`;
+  return `${prefix}:revoked-key:{${keyId}}`;
+}
+
+/** The sorted set of a key's requests in its sliding window; in the slot of its revocation marker. */
+export function rateLimitWindowKey(prefix: string, keyId: string): string {
+  return `${prefix}:rl:{${keyId}}`;
 }
 
 /**
@@ -20,7 +29,7 @@ export function revokedKeyMarker(prefix: string, keyId: string): string {
  * and API processes that had it cached stop accepting it within KEY_CACHE_TTL_MS; the error says so.
  */
 export async function revokeApiKeyEverywhere(
-  deps: { db: Db; redis: Redis; prefix: string },
+  deps: { db: Db; redis: RedisClient; prefix: string },
   keyId: string,
   accountId?: string,
 ): Promise<{ id: string; revokedAt: Date }> {

@@ -3,9 +3,53 @@ import { Queue, type ConnectionOptions, type JobsOptions } from 'bullmq';
 /**
  * The one contract of each queue: its name, its payload (ids only, never a secret or a body)
  * and how its job ids are made. Producer and consumer import these and nothing else.
+ *
+ * Each queue's name is a Redis Cluster hash tag (`{…}`), so all of one queue's keys share a slot
+ * and BullMQ's scripts run on a cluster; the delivery queue is split into DISPATCHER_QUEUE_SHARDS
+ * shards, each under a tag of its own, so the shards spread over the cluster's masters.
  */
-export const FANOUT_QUEUE = 'fanout';
-export const DELIVERY_QUEUE = 'deliver';
+export const FANOUT_QUEUE = '{fanout}';
+
+/** The names the queues had before they were hash-tagged; a dispatcher on one Redis moves what is left on them. */
+export const LEGACY_QUEUES = { fanout: 'fanout', delivery: 'deliver' } as const;
+
+/** Redis Cluster's hash slots. */
+const HASH_SLOTS = 16_384;
+
+/**
+ * The name of delivery shard `shard` of `shards`: `{deliver-<shard>of<shards>-<salt>}`, the salt
+ * the first that puts the tag's slot in the shard's own stretch of the slot range. A cluster whose
+ * masters hold equal runs of slots (as `redis-cli --cluster create` assigns them) then holds
+ * shards/masters shards on each master when shards is a multiple of the masters.
+ */
+export function deliveryQueueName(shard: number, shards: number): string {
+  const from = Math.floor((shard * HASH_SLOTS) / shards);
+  const to = Math.floor(((shard + 1) * HASH_SLOTS) / shards);
+  for (let salt = 0; ; salt++) {
+    const tag = `deliver-${shard}of${shards}-${salt}`;
+    const slot = hashSlot(tag);
+    if (slot >= from && slot < to) return `{${tag}}`;
+  }
+}
+
+/** The shard of a subscription's deliveries: fixed by its id, so its attempts stay in order on one queue. */
+export function shardOf(subscriptionId: string, shards: number): number {
+  return hashSlot(subscriptionId) % shards;
+}
+
+/** Redis Cluster's slot of a key (CRC16-XMODEM of its hash tag, or of the whole key without one). */
+export function hashSlot(key: string): number {
+  const bytes = Buffer.from(key);
+  const open = bytes.indexOf(0x7b); // {
+  const close = open >= 0 ? bytes.indexOf(0x7d, open + 1) : -1; // }
+  const hashed = open >= 0 && close > open + 1 ? bytes.subarray(open + 1, close) : bytes;
+  let crc = 0;
+  for (const byte of hashed) {
+    crc ^= byte << 8;
+    for (let bit = 0; bit < 8; bit++) crc = crc & 0x8000 ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff;
+  }
+  return crc % HASH_SLOTS;
+}
 
 export interface FanoutJob {
   eventId: string;
@@ -31,22 +75,28 @@ export function deliveryJobId(deliveryId: string, attempt: number): string {
 
 export interface Queues {
   fanout: Queue<FanoutJob>;
-  delivery: Queue<DeliveryJob>;
+  /** The delivery queue's shards, shard k at index k. */
+  deliveries: ReadonlyArray<Queue<DeliveryJob>>;
   close(): Promise<void>;
 }
 
-/** Producer-side handles on both queues. */
-export function createQueues(connection: ConnectionOptions, prefix: string): Queues {
+/** The delivery shard a subscription's attempts go to. */
+export function deliveryQueueOf(queues: Pick<Queues, 'deliveries'>, subscriptionId: string): Queue<DeliveryJob> {
+  return queues.deliveries[shardOf(subscriptionId, queues.deliveries.length)] as Queue<DeliveryJob>;
+}
+
+/** Producer-side handles on the fan-out queue and every delivery shard (DISPATCHER_QUEUE_SHARDS). */
+export function createQueues(connection: ConnectionOptions, prefix: string, shards: number): Queues {
   const fanout = new Queue<FanoutJob>(FANOUT_QUEUE, { connection, prefix });
-  const delivery = new Queue<DeliveryJob>(DELIVERY_QUEUE, { connection, prefix });
+  const deliveries = Array.from({ length: shards }, (_, shard) => new Queue<DeliveryJob>(deliveryQueueName(shard, shards), { connection, prefix }));
   // A queue's 'error' is its connection's, which the connection's creator handles (and logs);
   // unheard, BullMQ would throw it.
-  for (const queue of [fanout, delivery]) queue.on('error', () => undefined);
+  for (const queue of [fanout, ...deliveries]) queue.on('error', () => undefined);
   return {
     fanout,
-    delivery,
+    deliveries,
     async close() {
-      await Promise.all([fanout.close(), delivery.close()]);
+      await Promise.all([fanout.close(), ...deliveries.map((queue) => queue.close())]);
     },
   };
 }
@@ -58,7 +108,7 @@ export async function enqueueFanout(queues: Pick<Queues, 'fanout'>, eventId: str
 
 /** Enqueues delivery attempts; each due at its own time (delay 0 for a first attempt). */
 export async function enqueueDeliveries(
-  queues: Pick<Queues, 'delivery'>,
+  queues: Pick<Queues, 'deliveries'>,
   jobs: ReadonlyArray<DeliveryJob & { delayMs: number }>,
   options: { background?: boolean } = {},
 ): Promise<void> {
@@ -73,26 +123,35 @@ export async function enqueueDeliveries(
       ...(options.background ? { priority: BACKGROUND_PRIORITY } : {}),
     },
   }));
-  const [only] = bulk;
-  if (only === undefined) return;
-  // One job (a producer's event with one subscription, the commonest case) goes without a MULTI:
-  // each ioredis pipeline copies BullMQ's ~50 script commands onto itself, which cost a producer
-  // more CPU than the job itself (profiled: a quarter of the publisher's time in ioredis).
-  if (bulk.length === 1) await queues.delivery.add(only.name, only.data, only.opts);
-  else await queues.delivery.addBulk(bulk);
+  const byShard = new Map<Queue<DeliveryJob>, typeof bulk>();
+  for (const job of bulk) {
+    const queue = deliveryQueueOf(queues, job.data.subscriptionId);
+    const shard = byShard.get(queue);
+    if (shard) shard.push(job);
+    else byShard.set(queue, [job]);
+  }
+  await Promise.all(
+    [...byShard].map(([queue, jobs]) => {
+      const [only] = jobs;
+      // One job (a producer's event with one subscription, the commonest case) goes without a MULTI:
+      // each ioredis pipeline copies BullMQ's ~50 script commands onto itself, which cost a producer
+      // more CPU than the job itself (profiled: a quarter of the publisher's time in ioredis).
+      return jobs.length === 1 && only ? queue.add(only.name, only.data, only.opts) : queue.addBulk(jobs);
+    }),
+  );
 }
 
 /** The priority of background jobs (lower comes first; jobs without one come before all of them). */
 const BACKGROUND_PRIORITY = 1;
 
-/** Removes queued attempt jobs (best effort: a job that runs anyway finds its delivery gone or closed). */
+/** Removes one subscription's queued attempt jobs (best effort: a job that runs anyway finds its delivery gone or closed). */
 export async function removeDeliveryJobs(
-  queues: Pick<Queues, 'delivery'>,
+  queues: Pick<Queues, 'deliveries'>,
+  subscriptionId: string,
   jobs: ReadonlyArray<{ deliveryId: string; attempt: number }>,
 ): Promise<void> {
-  await Promise.all(
-    jobs.map((job) => queues.delivery.remove(deliveryJobId(job.deliveryId, job.attempt)).catch(() => 0)),
-  );
+  const queue = deliveryQueueOf(queues, subscriptionId);
+  await Promise.all(jobs.map((job) => queue.remove(deliveryJobId(job.deliveryId, job.attempt)).catch(() => 0)));
 }
 
 /** Job states in which a job will still run by itself. */
@@ -122,4 +181,24 @@ export async function requeueUnlessLive<T>(
     await (queue as Queue).addBulk(lost.map((job) => ({ name: job.name, data: job.data, opts: { ...job.opts, jobId: job.jobId } })));
   }
   return lost.length;
+}
+
+/** For the sweep: requeueUnlessLive for delivery attempts, each on its subscription's shard. */
+export async function requeueDeliveriesUnlessLive(queues: Pick<Queues, 'deliveries'>, deliveries: ReadonlyArray<DeliveryJob>): Promise<number> {
+  const byShard = new Map<Queue<DeliveryJob>, DeliveryJob[]>();
+  for (const delivery of deliveries) {
+    const queue = deliveryQueueOf(queues, delivery.subscriptionId);
+    const shard = byShard.get(queue);
+    if (shard) shard.push(delivery);
+    else byShard.set(queue, [delivery]);
+  }
+  const counts = await Promise.all(
+    [...byShard].map(([queue, jobs]) =>
+      requeueUnlessLive(
+        queue,
+        jobs.map((job) => ({ name: 'd', data: job, jobId: deliveryJobId(job.deliveryId, job.attempt) })),
+      ),
+    ),
+  );
+  return counts.reduce((sum, count) => sum + count, 0);
 }

@@ -21,7 +21,8 @@ export function uniqueTag(): string {
 export function testConfig(overrides: Record<string, string> = {}): Config {
   return loadConfig({
     DATABASE_URL: TEST_DATABASE_URL,
-    REDIS_URL: TEST_REDIS_URL,
+    // A cluster's settings replace REDIS_URL: the two together are refused.
+    ...(overrides.REDIS_CLUSTER_NODES ? {} : { REDIS_URL: TEST_REDIS_URL }),
     LOG_LEVEL: 'error',
     WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
     QUEUE_PREFIX: `test-${uniqueTag()}`,
@@ -150,3 +151,4 @@ export async function fanOutCollecting(db: Db, eventIds: readonly string[]): Pro
   });
   return { firstAttempts };
 }
+export * from './redis-cluster.js';

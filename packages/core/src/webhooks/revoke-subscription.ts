@@ -16,7 +16,7 @@ export const MAX_IN_FLIGHT_WAIT_MS = MAX_WEBHOOK_TIMEOUT_MS + ATTEMPT_LEASE_MARG
 
 export interface RevokeDeps {
   db: Db;
-  queues: Pick<Queues, 'delivery'>;
+  queues: Pick<Queues, 'deliveries'>;
 }
 
 /**
@@ -38,5 +38,5 @@ export async function revokeSubscription(deps: RevokeDeps, accountId: string, su
   }
   const queued = await deleteSubscriptionRows(deps.db, accountId, subscriptionId);
   // Jobs that outlive this (Redis away) find no delivery row and end without sending.
-  await removeDeliveryJobs(deps.queues, queued).catch(() => undefined);
+  await removeDeliveryJobs(deps.queues, subscriptionId, queued).catch(() => undefined);
 }
