@@ -16,6 +16,17 @@ const readiness: JsonSchema = {
       properties: { postgres: { enum: ['ok', 'down'] }, redis: { enum: ['ok', 'down'] } },
     },
     rateLimiter: { enum: ['shared', 'per-process-fallback'] },
+    redisCluster: {
+      type: 'object',
+      description: 'Present on a Redis Cluster (REDIS_CLUSTER_NODES): its cluster_state as a master reports it, and how many of the masters this process knows answered PING.',
+      required: ['state', 'masters', 'mastersAnswering'],
+      additionalProperties: false,
+      properties: {
+        state: { enum: ['ok', 'fail', 'unknown'] },
+        masters: { type: 'integer', minimum: 0 },
+        mastersAnswering: { type: 'integer', minimum: 0 },
+      },
+    },
     reasons: { type: 'array', items: { type: 'string' }, description: 'Present when not ready: what is wrong.' },
   },
 };
