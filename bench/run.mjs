@@ -3,10 +3,12 @@
 // config) against plain baselines measured in the same run on the same machine, and prints the
 // ratios. See docs/benchmarks.md.
 //
-//   node bench/run.mjs [--quick] [--only=api,throughput,…,cli] [--api-targets=history,…] [--runs=N] [--cpu-prof]
+//   node bench/run.mjs [--quick] [--only=api,throughput,…,cli,cluster] [--api-targets=history,…] [--runs=N] [--cpu-prof]
 //
 // Everything stays on loopback, in the database svc_bench and under a Redis prefix unique to the
-// run (deleted at the end). Every wait is bounded; a watchdog ends the run if it overstays.
+// run (deleted at the end). Every wait is bounded; a watchdog ends the run if it overstays. The
+// cluster case (2c) starts its own redis-server processes (one Redis and a 3-master cluster) on
+// free ports and stops them by pid when it ends.
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -18,6 +20,7 @@ import { createAccount, createSite, createSubscription } from '@svc/core/operato
 import { apiTargets, floodRun, responseSize, runApiCases } from './cases/api.mjs';
 import { fanoutRun, latencyRun, neighbourRun, Publisher, retryRun, throughputRun } from './cases/dispatcher.mjs';
 import { cliRun, waitForQuietMachine } from './cases/cli.mjs';
+import { clusterReport, clusterRun, seedClusterAccounts, startClusterTargets } from './cases/cluster.mjs';
 import { measuredCpuMs, scaleoutRun } from './cases/scaleout.mjs';
 import { memoryRun } from './cases/memory.mjs';
 import { resetDatabase, seed, vacuumAsAutovacuumWould } from './lib/fixtures.mjs';
@@ -33,8 +36,11 @@ const ROOT = fileURLToPath(new URL('..', import.meta.url));
 // not a measurement of the service as an operator starts it, and is reported as partial.
 const API_FLAGS = process.env.BENCH_API_NODE_ARGS?.split(' ').filter(Boolean) ?? [];
 const BASE_FLAGS = process.env.BENCH_BASE_NODE_ARGS?.split(' ').filter(Boolean) ?? [];
+// BENCH_CLUSTER_SHARDS_ON_ONE=K adds to each run of case 2c a third measurement, one Redis with
+// DISPATCHER_QUEUE_SHARDS=K: what sharding costs without a cluster (an experiment: partial).
+const CLUSTER_SHARDS_ON_ONE = Number(process.env.BENCH_CLUSTER_SHARDS_ON_ONE ?? 0) || 0;
 const BENCH = fileURLToPath(new URL('.', import.meta.url));
-const ALL_CASES = ['api', 'throughput', 'scaleout', 'latency', 'retry', 'fanout', 'neighbour', 'memory', 'cli'];
+const ALL_CASES = ['api', 'throughput', 'scaleout', 'cluster', 'latency', 'retry', 'fanout', 'neighbour', 'memory', 'cli'];
 
 // ---------------------------------------------------------------------------------------------
 // Parameters
@@ -88,6 +94,16 @@ const FULL = {
   scaleoutSlowN: 600,
   scaleoutDelayMs: 1_000,
   scaleoutMaxDispatchers: 3,
+  // Case 2c: a backlog of clusterEvents events to clusterAccounts accounts with
+  // clusterSubsPerAccount subscriptions each (clusterEvents × clusterSubsPerAccount deliveries),
+  // drained by one dispatcher on one Redis and on a 3-master Redis Cluster; one pair of
+  // measurements per run, the order swapped from run to run. 2,000 subscriptions, so their
+  // split over the 3 shards (fixed by each subscription's id) is even within a few per cent.
+  clusterAccounts: 200,
+  clusterSubsPerAccount: 10,
+  clusterEvents: 1_000,
+  clusterWarmupEvents: 20,
+  clusterIdleMs: 2_000,
   latencyRate: 200,
   latencyDurationS: 30,
   latencyDrainMs: 30_000,
@@ -109,11 +125,11 @@ const FULL = {
   // Case 8: `svc` commands (and a bare node) run one after the other, this many times each.
   cliSamples: 15,
   // New runs start only while they fit before budgetMs (each case keeps at least one run);
-  // the watchdog is the hard stop.
-  budgetMs: 14 * 60_000,
-  watchdogMs: 15 * 60_000,
+  // the watchdog is the hard stop. (14 and 15 min before case 2c, which takes about 3 min.)
+  budgetMs: 17 * 60_000,
+  watchdogMs: 18 * 60_000,
   // One run of each later case, reserved when deciding whether another run fits.
-  reserveMs: { throughput: 90_000, scaleout: 50_000, latency: 80_000, retry: 25_000, fanout: 45_000, neighbour: 40_000, memory: 30_000, cli: 30_000 },
+  reserveMs: { throughput: 90_000, scaleout: 50_000, cluster: 90_000, latency: 80_000, retry: 25_000, fanout: 45_000, neighbour: 40_000, memory: 30_000, cli: 30_000 },
 };
 const QUICK = {
   ...FULL,
@@ -129,6 +145,8 @@ const QUICK = {
   throughputWarmupN: 100,
   scaleoutN: 500,
   scaleoutSlowN: 300,
+  clusterEvents: 300,
+  clusterIdleMs: 1_000,
   latencyDurationS: 5,
   latencyDrainMs: 20_000,
   latencyLowDurationS: 3,
@@ -141,7 +159,7 @@ const QUICK = {
   cliSamples: 3,
   budgetMs: 3 * 60_000,
   watchdogMs: 4 * 60_000,
-  reserveMs: { throughput: 15_000, scaleout: 30_000, latency: 15_000, retry: 5_000, fanout: 3_000, neighbour: 20_000, memory: 3_000, cli: 5_000 },
+  reserveMs: { throughput: 15_000, scaleout: 30_000, cluster: 45_000, latency: 15_000, retry: 5_000, fanout: 3_000, neighbour: 20_000, memory: 3_000, cli: 5_000 },
 };
 const P = { ...(quick ? QUICK : FULL) };
 if (option('runs')) P.runs = Math.max(1, Number(option('runs')));
@@ -234,10 +252,10 @@ for (const signal of ['SIGINT', 'SIGTERM']) {
 process.on('exit', () => killAllChildren('SIGKILL'));
 
 async function main() {
-  const experiment = API_FLAGS.length > 0 || BASE_FLAGS.length > 0;
+  const experiment = API_FLAGS.length > 0 || BASE_FLAGS.length > 0 || (CLUSTER_SHARDS_ON_ONE > 0 && only.includes('cluster'));
   const mode = quick ? 'quick' : only.length === ALL_CASES.length && !apiTargetIds && !experiment ? 'full' : `partial: ${only.join(',')}${apiTargetIds ? ` (case 1: ${apiTargetIds.join(',')})` : ''}`;
   log(`bench ${mode}: prefix ${PREFIX}, database ${DATABASE_URL}, logs ${logDir}`);
-  if (experiment) log(`experiment: node flags of the api ${API_FLAGS.join(' ') || '(none)'}, of the baseline api ${BASE_FLAGS.join(' ') || '(none)'}`);
+  if (experiment) log(`experiment: node flags of the api ${API_FLAGS.join(' ') || '(none)'}, of the baseline api ${BASE_FLAGS.join(' ') || '(none)'}${CLUSTER_SHARDS_ON_ONE ? `; case 2c also on one Redis with ${CLUSTER_SHARDS_ON_ONE} shards` : ''}`);
   const cert = makeCertificate(tmp);
 
   log('resetting the bench database and migrating');
@@ -263,7 +281,7 @@ async function main() {
   const apiPort = await freePort();
   const inherited = Object.fromEntries(
     Object.entries(process.env).filter(
-      ([name]) => !/^(DATABASE_URL|REDIS_URL|PORT|LOG_LEVEL|RATE_LIMIT_PER_MINUTE|WEBHOOK_.*|QUEUE_PREFIX|DISPATCHER_.*|DB_POOL_MAX|NODE_OPTIONS)$/.test(name),
+      ([name]) => !/^(DATABASE_URL|REDIS_.*|PORT|LOG_LEVEL|RATE_LIMIT_PER_MINUTE|WEBHOOK_.*|QUEUE_PREFIX|DISPATCHER_.*|DB_POOL_MAX|NODE_OPTIONS)$/.test(name),
     ),
   );
   const serviceEnv = (extra = {}) => ({
@@ -303,7 +321,7 @@ async function main() {
   // Postgres here may run without autovacuum (a shared machine's setting); a customer's does
   // not. Between runs the bench then does what autovacuum would have done by then.
   const autovacuumOff = (await db.raw('SHOW autovacuum')).rows[0].autovacuum === 'off';
-  const results = { vacuums: [], api: null, retry: [], throughput: [], scaleout: [], latency: [], latencyLow: [], fanout: [], neighbour: [], memory: [], cli: null, rss: {}, budget: [] };
+  const results = { vacuums: [], api: null, retry: [], throughput: [], scaleout: [], cluster: [], latency: [], latencyLow: [], fanout: [], neighbour: [], memory: [], cli: null, rss: {}, budget: [] };
 
   // Runs of a case: P.runs of them, or fewer when the next would not fit in the time budget
   // together with one run of every case still to come.
@@ -451,6 +469,60 @@ async function main() {
       log(`  scale-out run ${r + 1}/${P.runs}: receiver at ${P.scaleoutDelayMs} ms — ${rates(m.slow)} (2 ÷ 1 = ${m.ratio.toFixed(2)}); receiver at once — ${rates(m.instant)} (2 ÷ 1 = ${m.instantRatio.toFixed(2)})`);
       return m;
     });
+  }
+
+  // Case 2c: the same backlog drained by one dispatcher on one Redis and on a Redis Cluster of 3
+  // masters (each private to the case), alternating. The bench's own dispatcher is stopped
+  // meanwhile: only one dispatcher may work the database at a time (another's sweep would queue
+  // the backlog again on its own Redis).
+  if (only.includes('cluster')) {
+    log(`cluster: seeding ${P.clusterAccounts} accounts × ${P.clusterSubsPerAccount} subscriptions; starting a private Redis and a Redis Cluster of 3 masters + 3 replicas`);
+    const caseStarted = Date.now();
+    const accounts = await seedClusterAccounts(db, receiverUrl, P.clusterAccounts, P.clusterSubsPerAccount);
+    await stopChild(dispatcher);
+    const setup = await startClusterTargets({ logDir, serviceEnv, prefix: PREFIX, shardedOnOne: CLUSTER_SHARDS_ON_ONE });
+    results.clusterLayout = setup.layout;
+    log(`  one Redis on :${setup.layout.singlePort}; cluster masters ${setup.layout.masters.map((m) => `:${m.port} (pid ${m.pid}, slots ${m.slots}, shard ${m.shards.join(',')}${m.holds.length ? `, ${m.holds.join(', ')}` : ''})`).join('; ')}; replicas ${setup.layout.replicas.map((m) => `:${m.port} (pid ${m.pid})`).join(', ')}`);
+    const vacuum = async () => {
+      const s = Date.now();
+      await vacuumAsAutovacuumWould(db);
+      results.vacuums.push(Date.now() - s);
+    };
+    try {
+      results.cluster = await repeat('cluster', async (r) => {
+        const m = await clusterRun({
+          targets: setup.targets,
+          order: [...(r % 2 === 0 ? ['single', 'cluster'] : ['cluster', 'single']), ...(setup.targets.sharded ? ['sharded'] : [])],
+          tag: r + 1,
+          // repeat() vacuums before the run; the second measurement of the pair gets the same.
+          beforeEach: (i) => (i > 0 && autovacuumOff ? vacuum() : undefined),
+          db,
+          receiver,
+          accounts,
+          perEvent: P.clusterSubsPerAccount,
+          n: P.clusterEvents,
+          warmupEvents: P.clusterWarmupEvents,
+          idleMs: P.clusterIdleMs,
+          publishConcurrency: P.publishConcurrency,
+          pids: { receiver: receiver.pid, publisher: process.pid },
+          spawn: { root: ROOT, logDir, cpuProfDir: profDir },
+        });
+        const shares = (x) => x.nodes.filter((y) => y.role === 'master').map((y) => `${((y.total.cpuMs / x.nodes.filter((z) => z.role === 'master').reduce((s, z) => s + z.total.cpuMs, 0)) * 100).toFixed(1)} %`).join(' / ');
+        const cmdShares = (x) => x.nodes.filter((y) => y.role === 'master').map((y) => `${((y.total.commands / x.nodes.filter((z) => z.role === 'master').reduce((s, z) => s + z.total.commands, 0)) * 100).toFixed(1)} %`).join(' / ');
+        const redisMs = (x) => (x.nodes.filter((y) => y.role !== 'replica').reduce((s, y) => s + y.total.cpuMs, 0) / x.deliveries).toFixed(3);
+        log(
+          `  cluster run ${r + 1}/${P.runs} (${m.order.join(' → ')}): one Redis ${m.single.perSec.toFixed(0)}/s, cluster ${m.cluster.perSec.toFixed(0)}/s (${m.ratio.toFixed(2)}×); Redis CPU ms per delivery ${redisMs(m.single)} vs masters ${redisMs(m.cluster)}; masters' CPU shares ${shares(m.cluster)}, command shares ${cmdShares(m.cluster)}; dispatcher CPU ms per delivery ${(m.single.dispatcherCpuMs / m.single.deliveries).toFixed(2)} vs ${(m.cluster.dispatcherCpuMs / m.cluster.deliveries).toFixed(2)}; ${m.single.machine.busyCores.toFixed(2)} vs ${m.cluster.machine.busyCores.toFixed(2)} cores busy${m.single.valid && m.cluster.valid ? '' : ` INVALID ${JSON.stringify({ single: m.single.recorded, cluster: m.cluster.recorded })}`}`,
+        );
+        if (m.sharded) log(`    experiment: one Redis with ${CLUSTER_SHARDS_ON_ONE} shards ${m.sharded.perSec.toFixed(0)}/s, Redis CPU ms per delivery ${redisMs(m.sharded)}, dispatcher CPU ms per delivery ${(m.sharded.dispatcherCpuMs / m.sharded.deliveries).toFixed(2)}${m.sharded.valid ? '' : ' INVALID'}`);
+        return m;
+      });
+    } finally {
+      const deleted = await setup.stop();
+      log(`  cluster: the private Redis and the cluster stopped (by pid); keys of ${PREFIX} removed first: ${JSON.stringify(deleted)}`);
+    }
+    await startDispatcher();
+    results.clusterCaseMs = Date.now() - caseStarted;
+    log(`  cluster: case took ${(results.clusterCaseMs / 1000).toFixed(0)} s; the bench's dispatcher (pid ${dispatcher.pid}) running again`);
   }
 
   // Case 3.
@@ -717,6 +789,13 @@ function buildReport(results, machine, mode) {
       `Case 2b, dispatcher-bound: ${P.tpAccounts} accounts with one subscription each to /slow/${P.scaleoutDelayMs}, events spread evenly, so each dispatcher holds about ${(DISPATCHER_CONCURRENCY / P.tpAccounts).toFixed(0)} attempts per subscription and the per-subscription cap (10 per dispatcher) never binds; every dispatcher at its defaults (DISPATCHER_CONCURRENCY=${DISPATCHER_CONCURRENCY}), the extra ones with METRICS_PORT=0. Time and CPU run from the resume to the receiver's last answer (the last outcome recorded). CPU ms per delivery by process (run 1): ${ms.map((m) => `${m}: ${formatCpu(so[0].slow[m].cpuMs, P.scaleoutSlowN)}`).join(' — ')}. Postgres commits per delivery (runs) ${ms.map((m) => `with ${m}: ${so.map((x) => x.slow[m].pgCommitsPerDelivery.toFixed(2)).join(' / ')}`).join('; ')}.`,
       `Case 2b, machine-bound (information): one dispatcher drains at ${one.perSec.toFixed(0)}/s while the processes measured (dispatcher, Postgres, Redis, the receiver) spend ${(measuredCpuMs(one) / P.scaleoutN).toFixed(2)} ms of CPU per delivery, × ${one.perSec.toFixed(0)}/s = ${((measuredCpuMs(one) / P.scaleoutN) * one.perSec / 1000).toFixed(2)} cores, and the machine as a whole (other sessions included) had ${one.machine.busyCores.toFixed(2)} of its ${machine.nproc} cores busy (run 1; runs: ${so.map((x) => `${x.instant[1].machine.busyCores.toFixed(2)} → ${x.instant[2].machine.busyCores.toFixed(2)}`).join(', ')} cores busy with 1 → 2 dispatchers): a second dispatcher process adds no core, only its own CPU per delivery, so the rate cannot grow here. CPU ms per delivery by process (run 1): ${[1, 2].map((m) => `${m}: ${formatCpu(so[0].instant[m].cpuMs, P.scaleoutN)}`).join(' — ')}; commits per delivery with 2: ${so.map((x) => x.instant[2].pgCommitsPerDelivery.toFixed(2)).join(' / ')}.`,
     );
+  }
+
+  if (results.cluster?.length) {
+    const c = clusterReport(results.cluster, { P, layout: results.clusterLayout, nproc: machine.nproc });
+    rows.push(...c.rows);
+    notes.push(...c.notes, `Case 2c took ${(results.clusterCaseMs / 1000).toFixed(0)} s in all (seed, both Redis setups started and stopped, ${results.cluster.length} run${results.cluster.length > 1 ? 's' : ''} of 2 measurements).`);
+    if (c.invalid) invalid = true;
   }
 
   if (results.latency.length) {

@@ -61,7 +61,7 @@ async function until(check, timeoutMs, everyMs = 100) {
 }
 
 /** Waits until every delivery of the events is finished in Postgres; returns counts. */
-async function waitRecorded(db, eventIds, expected, timeoutMs = 60_000) {
+export async function waitRecorded(db, eventIds, expected, timeoutMs = 60_000) {
   let last;
   await until(async () => {
     const { rows } = await db.raw(

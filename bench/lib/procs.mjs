@@ -44,6 +44,19 @@ export function spawnNode(name, script, { env, logDir, cwd, cpuProfDir, nodeArgs
   return track(child, name);
 }
 
+/**
+ * Spawns any other program the bench needs (a private redis-server), output to <logDir>/<name>.log,
+ * tracked like the service's processes so that it is stopped by its pid whatever way the run ends.
+ */
+export function spawnProcess(name, command, args, { logDir, cwd }) {
+  const child = spawn(command, args, { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+  const log = createWriteStream(join(logDir, `${name}.log`), { flags: 'a' });
+  child.stdout.pipe(log, { end: false });
+  child.stderr.pipe(log, { end: false });
+  child.logPath = join(logDir, `${name}.log`);
+  return track(child, name);
+}
+
 /** Forks a bench helper with an IPC channel; resolves once it sends {type:'ready'}. */
 export async function forkHelper(name, script, { env, logDir, cwd, timeoutMs = 15_000 }) {
   const child = fork(script, [], { cwd, env, stdio: ['ignore', 'pipe', 'pipe', 'ipc'] });

@@ -40,6 +40,8 @@ export async function machineInfo({ db, redis, root }) {
 const fmt = {
   rps: (v) => (Number.isFinite(v) ? v.toFixed(0) : '–'),
   ms: (v) => (Number.isFinite(v) ? (Math.abs(v) < 10 ? v.toFixed(2) : v.toFixed(1)) : '–'),
+  ms3: (v) => (Number.isFinite(v) ? v.toFixed(3) : '–'),
+  pct: (v) => (Number.isFinite(v) ? `${(v * 100).toFixed(1)} %` : '–'),
   s: (v) => (Number.isFinite(v) ? v.toFixed(3) : '–'),
   bytes: (v) => (Number.isFinite(v) ? v.toFixed(0) : '–'),
   mib: (v) => (Number.isFinite(v) ? (v / 2 ** 20).toFixed(1) : '–'),
