@@ -9,6 +9,7 @@ import { createAttemptBatches } from './processors/attempt-batches.js';
 import { createDeliverProcessor } from './processors/deliver.processor.js';
 import { createFanoutProcessor } from './processors/fanout.processor.js';
 import { FairSlots } from './processors/fair-slots.js';
+import { ShardBudget } from './processors/shard-budget.js';
 import { SigningSecrets } from './processors/signing-secrets.js';
 import { SubscriptionAccounts } from './processors/subscription-accounts.js';
 import { RetiredQueues } from './sweeps/retired-queues.js';
@@ -138,17 +139,19 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
   //
   // One delivery worker per shard, all feeding the one processor and its FairSlots: the slots, the
   // waiting line and the per-account and per-subscription parts are this process's, whichever shard
-  // a job came from. Each worker may take as many jobs as the whole process, so a busy shard never
-  // leaves a slot idle; the slots decide which attempt starts and send the rest back to their queue.
+  // a job came from. The workers share one budget of jobs (ShardBudget): a busy shard may take all of
+  // it, so it never leaves a slot idle, and together they never hold more than the slots can use.
   const makeWorkers = (): Array<Worker<FanoutJob> | Worker<DeliveryJob>> => {
     const fanoutWorker = new Worker<FanoutJob>(FANOUT_QUEUE, createFanoutProcessor({ db, queues, logger }), {
       ...workerOptions,
       concurrency: FANOUT_CONCURRENCY,
     });
     const deliver = createDeliverProcessor({ db, queues, client, signing, slots, accounts, leaseMs, batches, logger, metrics });
+    const budget = new ShardBudget(fair.workerConcurrency, queues.deliveries.length);
     const deliveryWorkers = queues.deliveries.map(
-      (queue) => new Worker<DeliveryJob>(queue.name, deliver, { ...workerOptions, concurrency: fair.workerConcurrency }),
+      (queue, shard) => new Worker<DeliveryJob>(queue.name, budget.track(shard, deliver), { ...workerOptions, concurrency: budget.concurrencyOf(shard) }),
     );
+    budget.attach(deliveryWorkers);
     for (const worker of [fanoutWorker, ...deliveryWorkers]) {
       worker.on('failed', (job, error) => {
         logger.warn('job failed; the sweep will re-queue it when due', { queue: worker.name, jobId: job?.id, error: error.message });
