@@ -181,6 +181,9 @@ export function loadConfig(env: Env = process.env): Config {
     throw new ConfigError('LOG_LEVEL', `must be one of ${LOG_LEVELS.join(', ')} (got "${level}")`);
   }
   const dispatcherConcurrency = parseInteger(env, 'DISPATCHER_CONCURRENCY', 100, 1, 10_000);
+  // First of the Redis settings: a cluster beside REDIS_URL or a Sentinel variable is refused as the
+  // mix it is, before either side's own checks (REDIS_SENTINEL_PASSWORD's "set REDIS_SENTINELS too").
+  const redisCluster = parseRedisCluster(env);
   const config: Config = {
     databaseUrl: parseUrl(env, 'DATABASE_URL', 'postgres://postgres@127.0.0.1:5432/svc', ['postgres:', 'postgresql:']),
     databaseListenUrl: parseUrl(env, 'DATABASE_LISTEN_URL', parseUrl(env, 'DATABASE_URL', 'postgres://postgres@127.0.0.1:5432/svc', ['postgres:', 'postgresql:']), ['postgres:', 'postgresql:']),
@@ -213,7 +216,7 @@ export function loadConfig(env: Env = process.env): Config {
     redisSentinels: parseSentinels(env),
     redisSentinelName: parseSentinelName(env),
     redisSentinelAuth: parseSentinelAuth(env),
-    redisCluster: parseRedisCluster(env),
+    redisCluster,
     queueShards: parseInteger(env, 'DISPATCHER_QUEUE_SHARDS', 1, 1, MAX_QUEUE_SHARDS),
     ...parseApiServer(env),
     secretsEncryptionKeys: parseSecretsEncryptionKeys(env),
@@ -299,17 +302,18 @@ function parseSentinelAuth(env: Env): Config['redisSentinelAuth'] {
   return Object.freeze({ username, password });
 }
 
-/** host:port pairs separated by commas ("[v6]:port" for an IPv6 address). */
+/** host:port pairs separated by commas ("[v6]:port" for an IPv6 address: "::1:7000" could be either). */
 function parseHostPorts(env: Env, name: string): Array<{ host: string; port: number }> | undefined {
   const raw = read(env, name, '');
   if (raw === '') return undefined;
   const nodes = raw.split(',').map((part) => {
-    const match = /^\[?([^\s\[\]]+?)\]?:(\d{1,5})$/.exec(part.trim());
-    const port = Number(match?.[2]);
-    if (!match?.[1] || port < 1 || port > 65535) {
-      throw new ConfigError(name, `must list host:port pairs separated by commas (got "${part.trim()}")`);
+    const match = /^(?:\[([0-9A-Fa-f:.]+)\]|([^\s\[\]:]+)):(\d{1,5})$/.exec(part.trim());
+    const host = match?.[1] ?? match?.[2];
+    const port = Number(match?.[3]);
+    if (!host || (match?.[1] !== undefined && isIP(host) !== 6) || port < 1 || port > 65535) {
+      throw new ConfigError(name, `must list host:port pairs separated by commas, an IPv6 address in brackets ([::1]:7000) (got "${part.trim()}")`);
     }
-    return Object.freeze({ host: match[1], port });
+    return Object.freeze({ host, port });
   });
   return Object.freeze(nodes) as Array<{ host: string; port: number }>;
 }

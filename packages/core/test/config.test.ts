@@ -195,3 +195,128 @@ describe('loadConfig', () => {
     expect((thrown as ConfigError).message).not.toContain('hunter2');
   });
 });
+
+describe('loadConfig: Redis Cluster (REDIS_CLUSTER_NODES, REDIS_CLUSTER_TLS, REDIS_USERNAME, REDIS_PASSWORD)', () => {
+  /** Every ConfigError is one line naming its variable(s) and quoting none of these values. */
+  function expectRefusal(env: Record<string, string>, variable: string, ...named: string[]): ConfigError {
+    const thrown = thrownBy(env);
+    expect(thrown).toBeInstanceOf(ConfigError);
+    const error = thrown as ConfigError;
+    expect(error.variable).toBe(variable);
+    expect(error.message).not.toContain('\n');
+    for (const name of [variable, ...named]) expect(error.message).toContain(name);
+    return error;
+  }
+
+  it('reaches Redis by REDIS_URL, one delivery shard, when no cluster is configured', () => {
+    const config = loadConfig({});
+
+    expect(config.redisCluster).toBeUndefined();
+    expect(config.queueShards).toBe(1);
+  });
+
+  it('reads the seed nodes (names, IPv4, IPv6 in brackets, spaces around), no TLS and no credentials by default, frozen', () => {
+    const config = loadConfig({ REDIS_CLUSTER_NODES: ' redis-a.example:7000, 10.0.1.2:7001 ,[::1]:7002,[2001:db8::7]:6379 ' });
+
+    expect(config.redisCluster).toEqual({
+      nodes: [
+        { host: 'redis-a.example', port: 7000 },
+        { host: '10.0.1.2', port: 7001 },
+        { host: '::1', port: 7002 },
+        { host: '2001:db8::7', port: 6379 },
+      ],
+      tls: false,
+      username: undefined,
+      password: undefined,
+    });
+    expect(Object.isFrozen(config.redisCluster)).toBe(true);
+    expect(Object.isFrozen(config.redisCluster!.nodes)).toBe(true);
+  });
+
+  it('reads REDIS_CLUSTER_TLS=true and the ACL user and password, the password exactly as given (spaces kept)', () => {
+    const nodes = { REDIS_CLUSTER_NODES: 'redis-a.example:6379' };
+
+    expect(loadConfig({ ...nodes, REDIS_CLUSTER_TLS: 'true', REDIS_USERNAME: 'svc', REDIS_PASSWORD: ' pass with spaces ' }).redisCluster).toMatchObject({
+      tls: true,
+      username: 'svc',
+      password: ' pass with spaces ',
+    });
+    expect(loadConfig({ ...nodes, REDIS_CLUSTER_TLS: 'TRUE', REDIS_PASSWORD: 's3cret' }).redisCluster).toMatchObject({ tls: true, username: undefined, password: 's3cret' });
+    expect(loadConfig({ ...nodes, REDIS_CLUSTER_TLS: 'false', REDIS_PASSWORD: '' }).redisCluster).toMatchObject({ tls: false, password: undefined });
+  });
+
+  it.each([
+    ['redis-a'],
+    ['redis-a:'],
+    [':7000'],
+    ['redis-a:0'],
+    ['redis-a:65536'],
+    ['redis-a:70o0'],
+    ['[::1]'],
+    ['::1:7000'], // an IPv6 address without brackets: is 7000 its last group or the port?
+    ['[::1:7000'],
+    ['redis-a]:7000'],
+    ['[redis-a]:7000'],
+    ['[10.0.0.1]:7000'],
+    ['redis-a:7000,,redis-b:7001'],
+    ['redis-a:7000 redis-b:7001'],
+    ['redis-a:7000,'],
+  ])('refuses REDIS_CLUSTER_NODES=%p, naming it and the pair', (value) => {
+    const error = expectRefusal({ REDIS_CLUSTER_NODES: value }, 'REDIS_CLUSTER_NODES');
+
+    expect(error.message).toMatch(/host:port pairs/);
+  });
+
+  it.each([
+    [{ REDIS_URL: 'redis://:hunter2@cache.example:6379' }, ['REDIS_URL']],
+    [{ REDIS_URL: 'http://:hunter2@cache.example:6379' }, ['REDIS_URL']], // a mix, before REDIS_URL's own form
+    [{ REDIS_SENTINELS: 'sentinel-a.example:26379' }, ['REDIS_SENTINELS']],
+    [{ REDIS_SENTINEL_PASSWORD: 'hunter2' }, ['REDIS_SENTINEL_PASSWORD']], // not "set REDIS_SENTINELS too"
+    [{ REDIS_SENTINEL_USERNAME: 'watcher', REDIS_SENTINEL_PASSWORD: 'hunter2' }, ['REDIS_SENTINEL_PASSWORD', 'REDIS_SENTINEL_USERNAME']],
+    [{ REDIS_SENTINEL_NAME: 'svc-master' }, ['REDIS_SENTINEL_NAME']],
+    [{ REDIS_URL: 'redis://:hunter2@cache.example:6379', REDIS_SENTINELS: 'sentinel-a.example:26379', REDIS_SENTINEL_PASSWORD: 'hunter2' }, ['REDIS_URL', 'REDIS_SENTINELS', 'REDIS_SENTINEL_PASSWORD']],
+  ])('refuses REDIS_CLUSTER_NODES beside %p: one line naming both sides, no value', (others, named) => {
+    const env = { REDIS_CLUSTER_NODES: 'cluster-a.example:7000', REDIS_PASSWORD: 'clusterpass', ...others };
+
+    const error = expectRefusal(env, 'REDIS_CLUSTER_NODES', ...named);
+
+    for (const value of ['hunter2', 'cluster-a.example', 'clusterpass', 'cache.example', 'sentinel-a.example', 'watcher', 'svc-master']) {
+      expect(error.message).not.toContain(value);
+    }
+  });
+
+  it.each([
+    [{ REDIS_PASSWORD: 'hunter2' }, 'REDIS_PASSWORD'],
+    [{ REDIS_USERNAME: 'svc-user', REDIS_PASSWORD: 'hunter2' }, 'REDIS_USERNAME, REDIS_PASSWORD'],
+    [{ REDIS_CLUSTER_TLS: 'true' }, 'REDIS_CLUSTER_TLS'],
+    [{ REDIS_CLUSTER_TLS: 'true', REDIS_URL: 'rediss://:hunter2@cache.example:6380' }, 'REDIS_CLUSTER_TLS'],
+  ])('refuses %p without REDIS_CLUSTER_NODES: a single Redis takes its credentials and TLS from REDIS_URL', (env, variable) => {
+    const error = expectRefusal(env, variable, 'REDIS_CLUSTER_NODES', 'REDIS_URL');
+
+    expect(error.message).not.toContain('hunter2');
+    expect(error.message).not.toContain('svc-user');
+  });
+
+  it.each([
+    [{ REDIS_USERNAME: 'svc' }, 'REDIS_USERNAME', 'REDIS_PASSWORD'],
+    [{ REDIS_USERNAME: 'two words', REDIS_PASSWORD: 'hunter2' }, 'REDIS_USERNAME', 'spaces'],
+    [{ REDIS_PASSWORD: `hunter2${'x'.repeat(4_090)}` }, 'REDIS_PASSWORD', '4096'],
+    [{ REDIS_CLUSTER_TLS: 'maybe', REDIS_PASSWORD: 'hunter2' }, 'REDIS_CLUSTER_TLS', 'true or false'],
+  ])('refuses cluster credentials or TLS that cannot work (%p), never quoting the password', (env, variable, hint) => {
+    const error = expectRefusal({ REDIS_CLUSTER_NODES: 'redis-a.example:6379', ...env }, variable, hint);
+
+    expect(error.message).not.toContain('hunter2');
+  });
+
+  it('reads DISPATCHER_QUEUE_SHARDS from 1 to 256', () => {
+    expect(loadConfig({ DISPATCHER_QUEUE_SHARDS: '1' }).queueShards).toBe(1);
+    expect(loadConfig({ DISPATCHER_QUEUE_SHARDS: '3', REDIS_CLUSTER_NODES: 'redis-a.example:6379' }).queueShards).toBe(3);
+    expect(loadConfig({ DISPATCHER_QUEUE_SHARDS: '256' }).queueShards).toBe(256);
+  });
+
+  it.each([['0'], ['257'], ['-1'], ['1.5'], ['three']])('refuses DISPATCHER_QUEUE_SHARDS=%p, naming it', (value) => {
+    const error = expectRefusal({ DISPATCHER_QUEUE_SHARDS: value }, 'DISPATCHER_QUEUE_SHARDS');
+
+    expect(error.message).toMatch(/whole number|between 1 and 256/);
+  });
+});
