@@ -27,7 +27,8 @@ export async function askNode<T>(port: number, run: (redis: Redis) => Promise<T>
     await redis.connect();
     return await run(redis);
   } finally {
-    redis.disconnect();
+    // A connection that failed has ended: disconnecting it again would arm ioredis's 2 s stream-destroy timer, outliving the test.
+    if (redis.status !== 'end') redis.disconnect();
   }
 }
 
@@ -61,6 +62,9 @@ export class TestRedisCluster {
           '--port', String(port), '--cluster-port', String(busPort), '--bind', '127.0.0.1',
           '--cluster-enabled', 'yes', '--cluster-config-file', join(this.dir, `nodes-${port}.conf`),
           '--cluster-node-timeout', '1000', '--save', '', '--appendonly', 'no', '--dir', this.dir,
+          // A replica syncs at once (Redis 7 waits 5 s for more replicas by default); until it has,
+          // it refuses to take over its master's slots (its data counts as too old).
+          '--repl-diskless-sync-delay', '0',
         ],
         { stdio: 'ignore' },
       );
@@ -74,13 +78,18 @@ export class TestRedisCluster {
     return this;
   }
 
-  /** Waits until every live node says cluster_state:ok and the cluster has `masters` masters, each with a replica in sync. */
+  /**
+   * Waits until every live node says cluster_state:ok, the cluster has `masters` masters, and every
+   * live replica is in sync with its master (a replica that never synced cannot take over).
+   */
   async waitUntilHealthy(timeoutMs = 30_000): Promise<void> {
     await waitUntil(
       async () => {
         const live = this.nodes.filter((node) => node.process.exitCode === null && node.process.signalCode === null);
         const infos = await Promise.all(live.map((node) => askNode(node.port, (r) => r.cluster('INFO') as Promise<string>).catch(() => '')));
         if (!infos.every((info) => info.includes('cluster_state:ok'))) return false;
+        const replication = await Promise.all(live.map((node) => askNode(node.port, (r) => r.info('replication')).catch(() => '')));
+        if (!replication.every((info) => info.includes('role:master') || info.includes('master_link_status:up'))) return false;
         const masters = await this.masterPorts();
         return masters.length === this.masters;
       },
@@ -91,8 +100,9 @@ export class TestRedisCluster {
 
   /** The ports of the nodes that are masters now (and answer). */
   async masterPorts(): Promise<number[]> {
+    const live = this.nodes.filter((node) => node.process.exitCode === null && node.process.signalCode === null);
     const roles = await Promise.all(
-      this.nodes.map(async (node) => ({ port: node.port, role: await askNode(node.port, async (r) => ((await r.role()) as unknown[])[0] as string).catch(() => undefined) })),
+      live.map(async (node) => ({ port: node.port, role: await askNode(node.port, async (r) => ((await r.role()) as unknown[])[0] as string).catch(() => undefined) })),
     );
     return roles.filter((node) => node.role === 'master').map((node) => node.port);
   }
