@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { rateLimitWindowKey, revokedKeyMarker, type Logger, type RedisClient } from '@svc/core';
+import { Cluster, rateLimitWindowKey, revokedKeyMarker, type Logger, type RedisClient } from '@svc/core';
 
 /** Spec §7, §8: the window the per-key limit counts over. */
 export const RATE_LIMIT_WINDOW_MS = 60_000;
@@ -63,7 +63,9 @@ export interface RateLimiterOptions {
 
 /**
  * The per-key limiter. When Redis does not answer it falls back to a per-process window (so an
- * outage never becomes a 5xx for every customer), logs the switch once, and reports it.
+ * outage never becomes a 5xx for every customer), logs the switch once, and reports it. On a Redis
+ * Cluster an answer speaks for its key's slot only: while one master is down, the keys on it keep
+ * their per-process windows however many other keys' windows are shared meanwhile.
  */
 export class SlidingWindowLimiter {
   private readonly redis: SlidingWindowRedis;
@@ -72,6 +74,7 @@ export class SlidingWindowLimiter {
   private sequence = 0;
   private readonly local = new Map<string, number[]>();
   private degraded = false;
+  private readonly cluster: boolean;
 
   constructor(private readonly options: RateLimiterOptions) {
     this.windowMs = options.windowMs ?? RATE_LIMIT_WINDOW_MS;
@@ -80,6 +83,7 @@ export class SlidingWindowLimiter {
       redis.defineCommand('slidingWindow', { numberOfKeys: 2, lua: SLIDING_WINDOW_SCRIPT });
     }
     this.redis = redis;
+    this.cluster = options.redis instanceof Cluster;
   }
 
   /** True while decisions are made per process because Redis is unreachable. */
@@ -99,7 +103,7 @@ export class SlidingWindowLimiter {
         this.windowMs,
         member,
       );
-      this.markHealthy();
+      this.sharedAgain(subject);
       return {
         allowed: allowed === 1,
         revoked: allowed === -1,
@@ -138,6 +142,7 @@ export class SlidingWindowLimiter {
           timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
         }),
       ]);
+      if (this.cluster) this.dropEndedLocalWindows();
       this.markHealthy();
       return true;
     } catch (error) {
@@ -159,6 +164,22 @@ export class SlidingWindowLimiter {
     return { allowed, revoked: false, shared: false, limit, remaining: Math.max(0, limit - times.length), resetAtMs: oldest + this.windowMs };
   }
 
+  /**
+   * Redis counted `subject`. One Redis answers for every key: markHealthy forgets every local
+   * window. A cluster answered for this key's slot only: this key's local window goes, the others
+   * stay (their slots may still be down) until their own keys are counted in Redis again.
+   */
+  private sharedAgain(subject: string): void {
+    if (this.cluster && this.local.size > 0) this.local.delete(subject);
+    this.markHealthy();
+  }
+
+  /** Forgets local windows with no request left in them (on a cluster, keys not seen since their slot came back). */
+  private dropEndedLocalWindows(): void {
+    const since = Date.now() - this.windowMs;
+    for (const [subject, times] of this.local) if ((times.at(-1) ?? 0) <= since) this.local.delete(subject);
+  }
+
   private markDegraded(error: Error): void {
     if (this.degraded) return;
     this.degraded = true;
@@ -170,7 +191,7 @@ export class SlidingWindowLimiter {
   private markHealthy(): void {
     if (!this.degraded) return;
     this.degraded = false;
-    this.local.clear();
+    if (!this.cluster) this.local.clear();
     this.options.logger.info('rate limiter is shared through Redis again');
   }
 }
