@@ -7,6 +7,7 @@ import {
   createRedis,
   DEFAULT_API_METRICS_PORT,
   endIfNeverReady,
+  hasBeenReady,
   loadConfigOrExit,
   RevocationListener,
   startMetricsServer,
@@ -77,6 +78,12 @@ async function stop(signal: string): Promise<void> {
   knownKeys.stop();
   await metricsServer.close();
   await endIfNeverReady(queueRedis);
+  // A queue still starting up (BullMQ asks the server's version; on a Redis Cluster the question may
+  // wait for a node connection) drops its listeners when closed, and the failure of that question
+  // as the connection ends is then an unheard 'error' that exits 1. Once the connection was ready,
+  // each start-up settles within seconds (fast-fail): let them, for at most QUEUE_SETTLE_MS. (One
+  // never ready has no question in flight, and a cluster client that never was may never end.)
+  if (hasBeenReady(queueRedis)) await settled([queues.fanout, ...queues.deliveries].map((queue) => queue.waitUntilReady()), QUEUE_SETTLE_MS);
   await queues.close().catch(() => undefined);
   redis.disconnect();
   queueRedis.disconnect();
@@ -87,6 +94,15 @@ async function stop(signal: string): Promise<void> {
   setTimeout(() => process.exit(0), 2_000).unref();
   logger.on('finish', () => process.exit(0));
   logger.end();
+}
+
+const QUEUE_SETTLE_MS = 5_000;
+
+/** Resolves once every promise has settled, or after `ms`, whichever comes first. */
+async function settled(promises: Array<Promise<unknown>>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([Promise.allSettled(promises), new Promise((resolve) => (timer = setTimeout(resolve, ms)))]);
+  clearTimeout(timer);
 }
 
 process.on('SIGTERM', () => void stop('SIGTERM'));

@@ -1,4 +1,4 @@
-import { createDb, createQueues, createRedis, createSecretBox, dbBoundsOf, loadConfig, SecretBox, type Config, type Db, type Logger, type ProducerDeps, type Queues, type RedisClient } from '@svc/core';
+import { createDb, createQueues, createRedis, createSecretBox, dbBoundsOf, hasBeenReady, loadConfig, SecretBox, type Config, type Db, type Logger, type ProducerDeps, type Queues, type RedisClient } from '@svc/core';
 import { type RedeliveryDeps } from '@svc/core/operator';
 import type { TextSink } from './cli-io.js';
 
@@ -6,6 +6,8 @@ export type Env = Record<string, string | undefined>;
 
 /** A command runs one query or one transaction at a time; a second connection is headroom. */
 const CLI_DB_POOL_MAX = 2;
+/** The longest close() waits for the queues' start-ups to settle. */
+const QUEUE_SETTLE_MS = 5_000;
 
 /**
  * The configuration and connections of one run, each opened on first use so that a command
@@ -106,7 +108,21 @@ export class CliResources {
     this.openQueues = undefined;
     this.openRedis = undefined;
     this.openDb = undefined;
-    if (queues) await queues.close().catch(() => undefined);
+    if (queues) {
+      // Every queue is opened together, the ones this command never used still starting up (BullMQ
+      // asks the server's version). On a Redis Cluster that question may wait for a node connection;
+      // closed under it, the queue drops its listeners and the ending connection's failure of the
+      // question is then an unheard 'error' that kills the process. Once the connection was ready,
+      // each start-up settles within seconds (fast-fail): let them, for at most QUEUE_SETTLE_MS. (One
+      // never ready has no question in flight, and a cluster client that never was may never end.)
+      if (redis && hasBeenReady(redis)) {
+        let timer: NodeJS.Timeout | undefined;
+        const starts = Promise.allSettled([queues.fanout, ...queues.deliveries].map((queue) => queue.waitUntilReady()));
+        await Promise.race([starts, new Promise((resolve) => (timer = setTimeout(resolve, QUEUE_SETTLE_MS)))]);
+        clearTimeout(timer);
+      }
+      await queues.close().catch(() => undefined);
+    }
     if (redis) {
       // Disconnecting an ended client again would arm ioredis' 2 s stream-destroy timer for nothing.
       if (redis.status === 'ready') await redis.quit().catch(() => redis.disconnect());
