@@ -177,15 +177,29 @@ export interface RedisHealth {
 /** Readiness of a Redis connection within the timeout (a check must not hang during an outage). */
 export async function redisHealth(redis: RedisClient, timeoutMs = 1_000): Promise<RedisHealth> {
   if (!(redis instanceof Cluster)) return { ok: await withTimeout(redis.ping(), timeoutMs).then((answer) => answer === 'PONG', () => false) };
-  const masters = redis.nodes('master');
+  const masters = slotMapMasters(redis);
+  const reachable = masters.filter((node): node is Redis => node !== undefined);
   const [answers, info] = await Promise.all([
-    Promise.all(masters.map((node) => withTimeout(node.ping(), timeoutMs).then((answer) => answer === 'PONG', () => false))),
-    Promise.any(masters.map((node) => withTimeout(node.cluster('INFO') as Promise<string>, timeoutMs))).catch(() => undefined),
+    Promise.all(masters.map((node) => (node ? withTimeout(node.ping(), timeoutMs).then((answer) => answer === 'PONG', () => false) : false))),
+    Promise.any(reachable.map((node) => withTimeout(node.cluster('INFO') as Promise<string>, timeoutMs))).catch(() => undefined),
   ]);
   const reported = /cluster_state:(\w+)/.exec(info ?? '')?.[1];
   const state = reported === 'ok' ? 'ok' : reported === undefined ? 'unknown' : 'fail';
   const mastersAnswering = answers.filter(Boolean).length;
   return { ok: masters.length > 0 && mastersAnswering === masters.length && state === 'ok', cluster: { state, masters: masters.length, mastersAnswering } };
+}
+
+/**
+ * The masters of the client's slot map (each slot's first owner, as the cluster last reported it),
+ * with the client's connection to each, undefined where it has none. ioredis drops the connection
+ * to a master that died, though the cluster still gives it the master's slots until a replica
+ * takes over: such a master counts, as one that does not answer.
+ */
+function slotMapMasters(cluster: Cluster): Array<Redis | undefined> {
+  const keys = new Set<string>();
+  for (const owners of cluster.slots) if (owners?.[0]) keys.add(owners[0]);
+  const connections = new Map(cluster.nodes('all').map((node) => [`${node.options.host}:${node.options.port}`, node]));
+  return [...keys].map((key) => connections.get(key));
 }
 
 /** Why Redis counts as down, in words (readiness reasons): for a cluster, its state and the masters that did not answer. */
