@@ -65,6 +65,13 @@ function createCluster(cluster: RedisClusterConfig, role: RedisRole): Cluster {
     retryDelayOnClusterDown: 200,
     retryDelayOnTryAgain: 200,
     clusterRetryStrategy: (times) => Math.min(times * 200, 2_000),
+    // No `CLUSTER INFO` ready check on (re)connecting: when it finds cluster_state:fail (a master
+    // died and its replica is not yet promoted), ioredis reconnects and never settles the promise
+    // its connect() returned. BullMQ awaits that promise when it reconnects a worker's blocking
+    // connection after a failover, so about half of the workers on the dead master's queues stopped
+    // taking jobs for good, and their close() never returned. Without the check, commands sent while
+    // the cluster is down meet CLUSTERDOWN and are retried (retryDelayOnClusterDown).
+    enableReadyCheck: false,
     ...(role === 'fast-fail' ? { enableOfflineQueue: false } : {}),
   };
   return new Cluster(
