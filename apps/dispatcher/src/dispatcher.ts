@@ -22,6 +22,8 @@ const STALLED_CHECK_MS = 5_000;
 const FANOUT_CONCURRENCY = 32;
 /** Slots beyond DISPATCHER_CONCURRENCY for accounts with no attempt in flight, as a part of it (docs/architecture.md). */
 const IDLE_ACCOUNT_RESERVE = 0.2;
+/** Beyond three sweep intervals, how long a queue stays marked worked: a sweep's own run time. */
+const WORKED_MARGIN_MS = 2_000;
 /** Claims waiting this long with none answered: the claim loop makes no progress, and /readyz says so. */
 export const CLAIM_STALL_MS = 15_000;
 
@@ -165,7 +167,9 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
     workers = makeWorkers();
     for (const worker of workers) void worker.run();
   };
-  const retired = new RetiredQueues({ redis: producerRedis, queues, prefix: config.queuePrefix, logger });
+  // A queue counts as worked by this dispatcher for three sweeps after each: a dispatcher on another
+  // DISPATCHER_QUEUE_SHARDS (a rolling change) leaves it alone meanwhile.
+  const retired = new RetiredQueues({ redis: producerRedis, queues, prefix: config.queuePrefix, logger, workedForMs: 3 * config.sweepIntervalMs + WORKED_MARGIN_MS });
   const sweeper = new Sweeper({ db, queues, logger, webhookTimeoutMs: config.webhookTimeoutMs, metrics, retired }, config.sweepIntervalMs);
   const retention = new RetentionPurger({ db, logger, retentionDays: config.deliveryRetentionDays, metrics });
 
