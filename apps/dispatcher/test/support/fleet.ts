@@ -23,8 +23,8 @@ export interface FleetTenant {
 /**
  * Tenants, each with subscriptions at the recorder's paths; every `flakyEvery`th subscription is
  * flaky (its receiver refuses the first `flakyFailures` requests of each delivery). Subscriptions
- * are added until each shard of every count in `spread` holds at least `perShard` of them, so a
- * story never depends on where random ids happen to hash.
+ * are added until each shard of every count in `spread` holds at least `perShard` of them and a
+ * flaky one, so a story never depends on where random ids happen to hash.
  */
 export async function seedFleet(
   h: Harness,
@@ -35,22 +35,23 @@ export async function seedFleet(
   const tenants = await Promise.all(Array.from({ length: options.tenants }, () => seedTenant(h)));
   const fleet: FleetTenant[] = tenants.map((tenant) => ({ accountId: tenant.accountId, siteId: tenant.site.id, subscriptions: [] }));
   let made = 0;
-  const add = async (t: number) => {
+  const add = async (t: number, flaky: boolean) => {
     const i = made++;
-    const failures = i % options.flakyEvery === options.flakyEvery - 1 ? options.flakyFailures : 0;
+    const failures = flaky ? options.flakyFailures : 0;
     const path = arrivals.path(failures > 0 ? `flaky${failures}` : 'ok', `${tag}-${t}-${i}`);
     const sub = await tenants[t]!.subscribe(path);
     fleet[t]!.subscriptions.push({ id: sub.id, secret: sub.secret, path, failures });
   };
-  for (let t = 0; t < options.tenants; t++) for (let s = 0; s < options.perTenant; s++) await add(t);
-  const short = () =>
-    options.spread.some((shards) =>
-      Array.from({ length: shards }, (_, k) => fleet.flatMap((tenant) => tenant.subscriptions).filter((sub) => shardOf(sub.id, shards) === k).length).some(
-        (count) => count < options.perShard,
-      ),
-    );
+  for (let t = 0; t < options.tenants; t++) for (let s = 0; s < options.perTenant; s++) await add(t, made % options.flakyEvery === options.flakyEvery - 1);
+  const all = () => fleet.flatMap((tenant) => tenant.subscriptions);
+  const missing = (pick: (sub: FleetSubscription) => boolean, least: number) =>
+    options.spread.some((shards) => Array.from({ length: shards }, (_, k) => all().filter((sub) => pick(sub) && shardOf(sub.id, shards) === k).length).some((n) => n < least));
   // Bounded: were shardOf to send every id to one shard, the story's own checks say so.
-  for (let t = 0, extra = 0; short() && extra < 8 * options.tenants * options.perTenant; t = (t + 1) % options.tenants, extra++) await add(t);
+  for (let t = 0, extra = 0; extra < 8 * options.tenants * options.perTenant; t = (t + 1) % options.tenants, extra++) {
+    if (options.flakyFailures > 0 && missing((sub) => sub.failures > 0, 1)) await add(t, true);
+    else if (missing(() => true, options.perShard)) await add(t, false);
+    else break;
+  }
   return fleet;
 }
 
