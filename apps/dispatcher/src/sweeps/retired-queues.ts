@@ -62,6 +62,9 @@ export class RetiredQueues {
   /** One pass: registers this dispatcher's queues and moves what waits on retired ones. Returns the jobs moved. */
   async moveOnce(): Promise<number> {
     const { redis } = this.deps;
+    // Not while the connection is down: its commands would wait for it (BullMQ's connections queue
+    // them), and the sweep with them, so a dispatcher that never reached Redis could not stop.
+    if (redis.status !== 'ready') return 0;
     await this.markWorked();
     const again = await this.queuesMadeAgain();
     await redis.sadd(this.registry, ...this.current, ...again);
