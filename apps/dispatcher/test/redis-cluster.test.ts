@@ -1,13 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { Queue } from 'bullmq';
-import { Cluster, deliveryQueueName, FANOUT_QUEUE, shardOf } from '@svc/core';
-import { TestRedisCluster, waitFor } from '@svc/core/testing';
+import { Cluster, completeAiMonitorRun, deliveryQueueName, FANOUT_QUEUE, shardOf } from '@svc/core';
+import { recoverSubscriptionDeliveries } from '@svc/core/operator';
+import { scrapeSample, TestRedisCluster, uniqueTag, waitFor } from '@svc/core/testing';
 import type { Dispatcher } from '../src/dispatcher.js';
 import type { Readiness } from '../src/health/dispatcher-health.js';
 import { Arrivals, expectSigned } from './support/arrivals.js';
-import { attemptsOf } from './support/delivery-probe.js';
+import { attemptsOf, producerOf, waitForDelivery } from './support/delivery-probe.js';
 import { countDelivered, deliveriesOf, expectEachDeliveredOnce, expectedDeliveries, publishTo, seedFleet } from './support/fleet.js';
-import { createHarness, scanKeys, type Harness } from './support/harness.js';
+import { createHarness, scanKeys, seedTenant, type Harness } from './support/harness.js';
 
 const SHARDS = 3;
 /** Retries far enough apart that some are always waiting, delayed, on the shards while events flow. */
@@ -88,6 +89,43 @@ describe('deliveries over a Redis Cluster with the delivery queue in 3 shards', 
       expect(keys.length).toBeGreaterThan(0);
     }
   }, 30_000);
+
+  it('counts every shard in the queue gauge, and sends a recovery’s background jobs on their subscriptions’ shards', async () => {
+    const tag = uniqueTag();
+    const tenant = await seedTenant(h);
+    const subs = await Promise.all(Array.from({ length: 6 }, (_, i) => tenant.subscribe(`/ok/gauge-${tag}-${i}`)));
+    expect(new Set(subs.map((sub) => shardOf(sub.id, SHARDS))).size).toBeGreaterThan(1);
+    const queuedJobs = async () => {
+      const text = await dispatchers[0]!.metrics.registry.metrics();
+      return ['waiting', 'prioritized', 'paused', 'delayed', 'active'].reduce((sum, state) => sum + (scrapeSample(text, 'svc_dispatcher_queue_jobs', { queue: 'deliver', state }) ?? 0), 0);
+    };
+    // The shards paused, the first attempts stay queued where the gauge can count them.
+    await Promise.all(h.queues.deliveries.map((queue) => queue.pause()));
+    let counted: number;
+    try {
+      await Promise.all([0, 1].map((score) => completeAiMonitorRun(producerOf(h), { siteId: tenant.site.id, compositeScore: score })));
+      counted = await waitFor(async () => (await queuedJobs()) === 12 && 12, 10_000, 'the gauge to count the 12 first attempts over the shards');
+    } finally {
+      await Promise.all(h.queues.deliveries.map((queue) => queue.resume()));
+    }
+    expect(counted).toBe(12);
+    const ids = subs.map((sub) => sub.id);
+    await waitFor(async () => Number((await h.db('deliveries').whereIn('subscription_id', ids).where({ status: 'delivered' }).count<{ n: string }[]>({ n: '*' }))[0]?.n) === 12, 20_000, 'the 12 deliveries');
+    await waitFor(async () => (await queuedJobs()) === 0, 10_000, 'the gauge to fall back to 0');
+
+    // A subscription whose receiver fails every attempt, then recovered: its background job runs on its shard.
+    const failing = await tenant.subscribe(`/gauge-failing-${tag}`);
+    h.receiver.answerWith(`/gauge-failing-${tag}`, 500);
+    const since = new Date(Date.now() - 60_000);
+    const { eventId } = await completeAiMonitorRun(producerOf(h), { siteId: tenant.site.id, compositeScore: 50 });
+    const failed = await waitForDelivery(h, eventId, failing.id, (row) => row.status === 'failed', 'the delivery to fail for good', 30_000);
+    h.receiver.answerWith(`/gauge-failing-${tag}`, 200);
+    const recovery = await recoverSubscriptionDeliveries(producerOf(h), tenant.accountId, failing.id, { since, until: new Date(Date.now() + 60_000), dryRun: false });
+    expect(recovery.count).toBe(1);
+    const redelivered = await waitFor(async () => (await h.db('deliveries').where({ redelivery_of: failed.id, status: 'delivered' }).first('id')) as { id: string } | undefined, 20_000, 'the recovered delivery');
+    expect(await attemptsOf(h, redelivered.id)).toEqual([expect.objectContaining({ n: 1, status_code: 200 })]);
+    expect(h.receiver.to(`/gauge-failing-${tag}`).filter((arrival) => arrival.headers['x-service-delivery-id'] === redelivered.id)).toHaveLength(1);
+  }, 90_000);
 
   it('loses no event when two masters are SIGKILLed mid-run, one after the other: each replica takes over, /readyz says not_ready then ready, every delivery ends delivered, and each dispatcher alone still works every shard', async () => {
     // Every subscription refuses each delivery's first request: every delivery has a retry delayed on its shard.
