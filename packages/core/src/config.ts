@@ -306,12 +306,14 @@ function parseSentinelAuth(env: Env): Config['redisSentinelAuth'] {
 function parseHostPorts(env: Env, name: string): Array<{ host: string; port: number }> | undefined {
   const raw = read(env, name, '');
   if (raw === '') return undefined;
-  const nodes = raw.split(',').map((part) => {
+  const nodes = raw.split(',').map((part, index) => {
     const match = /^(?:\[([0-9A-Fa-f:.]+)\]|([^\s\[\]:]+)):(\d{1,5})$/.exec(part.trim());
     const host = match?.[1] ?? match?.[2];
     const port = Number(match?.[3]);
     if (!host || (match?.[1] !== undefined && isIP(host) !== 6) || port < 1 || port > 65535) {
-      throw new ConfigError(name, `must list host:port pairs separated by commas, an IPv6 address in brackets ([::1]:7000) (got "${part.trim()}")`);
+      // The entry is quoted only when it cannot hold a credential (a pasted redis://user:password@… URL).
+      const entry = /[@/]/.test(part) ? `entry ${index + 1}, which looks like a URL (not quoted: it may hold a password)` : `"${part.trim()}"`;
+      throw new ConfigError(name, `must list host:port pairs separated by commas, an IPv6 address in brackets ([::1]:7000) (got ${entry})`);
     }
     return Object.freeze({ host, port });
   });

@@ -267,6 +267,13 @@ describe('loadConfig: Redis Cluster (REDIS_CLUSTER_NODES, REDIS_CLUSTER_TLS, RED
     expect(error.message).toMatch(/host:port pairs/);
   });
 
+  it('refuses a URL pasted into REDIS_CLUSTER_NODES without quoting it: it may hold a password', () => {
+    const error = expectRefusal({ REDIS_CLUSTER_NODES: 'cache-a.example:7000,redis://default:S3cretPW@10.0.0.1:6379' }, 'REDIS_CLUSTER_NODES');
+
+    expect(error.message).toMatch(/entry 2, which looks like a URL/);
+    expect(error.message).not.toMatch(/S3cretPW|default/);
+  });
+
   it.each([
     [{ REDIS_URL: 'redis://:hunter2@cache.example:6379' }, ['REDIS_URL']],
     [{ REDIS_URL: 'http://:hunter2@cache.example:6379' }, ['REDIS_URL']], // a mix, before REDIS_URL's own form
