@@ -143,7 +143,7 @@ export class SlidingWindowLimiter {
         }),
       ]);
       if (this.cluster) this.dropEndedLocalWindows();
-      this.markHealthy();
+      if (!this.cluster || this.local.size === 0) this.markHealthy();
       return true;
     } catch (error) {
       this.markDegraded(error as Error);
@@ -170,7 +170,12 @@ export class SlidingWindowLimiter {
    * stay (their slots may still be down) until their own keys are counted in Redis again.
    */
   private sharedAgain(subject: string): void {
-    if (this.cluster && this.local.size > 0) this.local.delete(subject);
+    if (this.cluster && this.local.size > 0) {
+      this.local.delete(subject);
+      // Still counting other keys per process (their slots may be down): still degraded, so the
+      // gauge and the log do not flip with every request that lands on a live master.
+      if (this.local.size > 0) return;
+    }
     this.markHealthy();
   }
 
