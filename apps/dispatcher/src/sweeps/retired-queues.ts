@@ -115,6 +115,17 @@ export class RetiredQueues {
         await Promise.all(jobs.map((job) => job.remove().catch(() => undefined)));
         moved += jobs.length;
       }
+      // An active job whose lock has lapsed was held by a dispatcher that died while still on the old
+      // setting: no worker runs BullMQ's stalled check on a retired queue, so it would stay active (and
+      // the queue listed) for ever. It moves as a waiting job does; a job still locked is left to finish.
+      const active = await retired.getJobs(['active'], 0, MOVE_BATCH - 1);
+      const locked = await Promise.all(active.map((job) => this.deps.redis.exists(`${retired.toKey(job.id as string)}:lock`)));
+      const abandoned = active.filter((_, i) => locked[i] === 0);
+      if (abandoned.length > 0) {
+        await this.requeue(retired, abandoned);
+        await Promise.all(abandoned.map((job) => job.remove().catch(() => undefined)));
+        moved += abandoned.length;
+      }
       const counts = await retired.getJobCounts(...WAITING_STATES, 'active');
       if (Object.values(counts).every((count) => count === 0)) {
         // Emptied: its keys go. BullMQ pauses a queue before deleting it; should the deletion fail

@@ -25,10 +25,16 @@ export interface SweepDeps {
  * job (deterministic id) is still live. Returns how many jobs it queued again.
  */
 export async function sweepOnce(deps: SweepDeps): Promise<{ events: number; deliveries: number; purged: number; moved: number }> {
-  // First, and from Postgres alone: while Redis is away the sweep fails below, and this is the figure that shows it.
-  deps.metrics.oldestDueMeasured(await oldestDueDeliveryAgeSeconds(deps.db));
+  // The retired-queue pass (Redis alone) starts first: it also marks this dispatcher's queues worked,
+  // which must not lapse while Postgres is away. Its failure is the pass's own, logged, not the sweep's.
+  const moving = (deps.retired?.moveOnce() ?? Promise.resolve(0)).catch((error: Error) => {
+    deps.logger.warn('moving jobs off queues no longer in use failed; will try again', { error: error.message });
+    return 0;
+  });
+  // From Postgres alone: while Redis is away the sweep fails below, and this is the figure that shows it.
+  deps.metrics.oldestDueMeasured(await oldestDueDeliveryAgeSeconds(deps.db).finally(() => moving));
   // Before the overdue check: a job moved here is live on its shard, not queued a second time.
-  const moved = (await deps.retired?.moveOnce()) ?? 0;
+  const moved = await moving;
   const unfanned = await findEventsAwaitingFanout(deps.db, UNFANNED_AFTER_MS, BATCH);
   const events = await requeueUnlessLive(
     deps.queues.fanout,
