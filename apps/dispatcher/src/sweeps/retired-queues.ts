@@ -1,5 +1,5 @@
 import { Queue, type Job } from 'bullmq';
-import { Cluster, deliveryQueueOf, FANOUT_QUEUE, LEGACY_QUEUES, type DeliveryJob, type FanoutJob, type Logger, type Queues, type RedisClient } from '@svc/core';
+import { byDeliveryShard, Cluster, FANOUT_QUEUE, LEGACY_QUEUES, type DeliveryJob, type FanoutJob, type Logger, type Queues, type RedisClient } from '@svc/core';
 
 /** Jobs read from a retired queue at once, and the most batches one sweep moves. */
 const MOVE_BATCH = 500;
@@ -160,13 +160,11 @@ export class RetiredQueues {
       await this.deps.queues.fanout.addBulk(jobs.map((job, i) => ({ name: job.name, data: job.data as FanoutJob, opts: optsOf(job, i) })));
       return;
     }
-    const byShard = new Map<Queue<DeliveryJob>, Array<{ job: Job; i: number }>>();
-    jobs.forEach((job, i) => {
-      const queue = deliveryQueueOf(this.deps.queues, (job.data as DeliveryJob).subscriptionId);
-      const shard = byShard.get(queue);
-      if (shard) shard.push({ job, i });
-      else byShard.set(queue, [{ job, i }]);
-    });
+    const byShard = byDeliveryShard(
+      this.deps.queues,
+      jobs.map((job, i) => ({ job, i })),
+      ({ job }) => (job.data as DeliveryJob).subscriptionId,
+    );
     await Promise.all(
       [...byShard].map(([queue, shardJobs]) => queue.addBulk(shardJobs.map(({ job, i }) => ({ name: job.name, data: job.data as DeliveryJob, opts: optsOf(job, i) })))),
     );

@@ -85,6 +85,18 @@ export function deliveryQueueOf(queues: Pick<Queues, 'deliveries'>, subscription
   return queues.deliveries[shardOf(subscriptionId, queues.deliveries.length)] as Queue<DeliveryJob>;
 }
 
+/** Items grouped by the delivery shard of their subscription, each group in the items' order. */
+export function byDeliveryShard<T>(queues: Pick<Queues, 'deliveries'>, items: Iterable<T>, subscriptionIdOf: (item: T) => string): Map<Queue<DeliveryJob>, T[]> {
+  const groups = new Map<Queue<DeliveryJob>, T[]>();
+  for (const item of items) {
+    const queue = deliveryQueueOf(queues, subscriptionIdOf(item));
+    const group = groups.get(queue);
+    if (group) group.push(item);
+    else groups.set(queue, [item]);
+  }
+  return groups;
+}
+
 /** Producer-side handles on the fan-out queue and every delivery shard (DISPATCHER_QUEUE_SHARDS). */
 export function createQueues(connection: ConnectionOptions, prefix: string, shards: number): Queues {
   const fanout = new Queue<FanoutJob>(FANOUT_QUEUE, { connection, prefix });
@@ -123,15 +135,8 @@ export async function enqueueDeliveries(
       ...(options.background ? { priority: BACKGROUND_PRIORITY } : {}),
     },
   }));
-  const byShard = new Map<Queue<DeliveryJob>, typeof bulk>();
-  for (const job of bulk) {
-    const queue = deliveryQueueOf(queues, job.data.subscriptionId);
-    const shard = byShard.get(queue);
-    if (shard) shard.push(job);
-    else byShard.set(queue, [job]);
-  }
   await Promise.all(
-    [...byShard].map(([queue, jobs]) => {
+    [...byDeliveryShard(queues, bulk, (job) => job.data.subscriptionId)].map(([queue, jobs]) => {
       const [only] = jobs;
       // One job (a producer's event with one subscription, the commonest case) goes without a MULTI:
       // each ioredis pipeline copies BullMQ's ~50 script commands onto itself, which cost a producer
@@ -185,15 +190,8 @@ export async function requeueUnlessLive<T>(
 
 /** For the sweep: requeueUnlessLive for delivery attempts, each on its subscription's shard. */
 export async function requeueDeliveriesUnlessLive(queues: Pick<Queues, 'deliveries'>, deliveries: ReadonlyArray<DeliveryJob>): Promise<number> {
-  const byShard = new Map<Queue<DeliveryJob>, DeliveryJob[]>();
-  for (const delivery of deliveries) {
-    const queue = deliveryQueueOf(queues, delivery.subscriptionId);
-    const shard = byShard.get(queue);
-    if (shard) shard.push(delivery);
-    else byShard.set(queue, [delivery]);
-  }
   const counts = await Promise.all(
-    [...byShard].map(([queue, jobs]) =>
+    [...byDeliveryShard(queues, deliveries, (delivery) => delivery.subscriptionId)].map(([queue, jobs]) =>
       requeueUnlessLive(
         queue,
         jobs.map((job) => ({ name: 'd', data: job, jobId: deliveryJobId(job.deliveryId, job.attempt) })),
