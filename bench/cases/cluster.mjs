@@ -21,21 +21,10 @@ import { freePort, TestRedisCluster } from '@svc/core/testing';
 import { cpuDelta, cpuSnapshot, machineDelta, machineSnapshot } from '../lib/cpu.mjs';
 import { bulkSubscriptions } from '../lib/fixtures.mjs';
 import { spawnNode, spawnProcess, stopChild, tail } from '../lib/procs.mjs';
-import { nowMs, sleep } from '../lib/stats.mjs';
+import { nowMs, sleep, until } from '../lib/stats.mjs';
 import { Publisher, waitRecorded } from './dispatcher.mjs';
 
 const MASTERS = 3;
-
-/** Polls `check` until it returns a truthy value or the time is up; returns the last value. */
-async function until(check, timeoutMs, everyMs = 100) {
-  const deadline = Date.now() + timeoutMs;
-  let value = await check();
-  while (!value && Date.now() < deadline) {
-    await sleep(everyMs);
-    value = await check();
-  }
-  return value;
-}
 
 /** `accounts` accounts, each with one site and `perAccount` subscriptions (to every event type) to the receiver's /ok. */
 export async function seedClusterAccounts(db, receiverUrl, accounts, perAccount) {

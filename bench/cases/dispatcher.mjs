@@ -4,7 +4,7 @@
 import { completeAiMonitorRun, completeScan, deployPowerUp, enqueueDeliveries, newId } from '@svc/core';
 import { createAccount, createSite, createSubscription } from '@svc/core/operator';
 import { cpuDelta, cpuSnapshot, machineDelta, machineSnapshot } from '../lib/cpu.mjs';
-import { describe, nowMs, sleep } from '../lib/stats.mjs';
+import { describe, nowMs, sleep, until } from '../lib/stats.mjs';
 
 /**
  * A publisher over the throughput accounts: event i goes to account i % accounts, and its kind
@@ -47,17 +47,6 @@ async function commits(db) {
   await db.raw('SELECT pg_stat_clear_snapshot()');
   const { rows } = await db.raw('SELECT xact_commit::bigint AS n FROM pg_stat_database WHERE datname = current_database()');
   return Number(rows[0].n);
-}
-
-/** Polls `check` until it returns a truthy value or the time is up; returns the last value. */
-async function until(check, timeoutMs, everyMs = 100) {
-  const deadline = Date.now() + timeoutMs;
-  let value = await check();
-  while (!value && Date.now() < deadline) {
-    await sleep(everyMs);
-    value = await check();
-  }
-  return value;
 }
 
 /** Waits until every delivery of the events is finished in Postgres; returns counts. */

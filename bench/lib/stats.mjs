@@ -80,3 +80,14 @@ export function nowMs() {
 }
 
 export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Polls `check` until it returns a truthy value or the time is up; returns the last value. */
+export async function until(check, timeoutMs, everyMs = 100) {
+  const deadline = Date.now() + timeoutMs;
+  let value = await check();
+  while (!value && Date.now() < deadline) {
+    await sleep(everyMs);
+    value = await check();
+  }
+  return value;
+}
