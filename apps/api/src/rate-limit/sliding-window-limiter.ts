@@ -143,7 +143,10 @@ export class SlidingWindowLimiter {
         }),
       ]);
       if (this.cluster) this.dropEndedLocalWindows();
-      if (!this.cluster || this.local.size === 0) this.markHealthy();
+      // The probe ends the fallback (gauge, log) even on a cluster with keys still counted per
+      // process: each of those leaves its window when its own slot answers. So the flag follows
+      // the probes (an orchestrator's few a minute), not every request on a live master.
+      this.markHealthy();
       return true;
     } catch (error) {
       this.markDegraded(error as Error);
